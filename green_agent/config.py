@@ -1,0 +1,210 @@
+"""Battle configuration: one pydantic model tree for TOML scenarios and A2A request configs.
+
+Why one schema: a scenario file and an assessment request's ``config`` describe the same battle, so they are
+validated by the same models and fail with the same field-naming messages. The launcher reads the whole
+:class:`Scenario`; the green agent only needs :class:`BattleConfig` (the ``[pass_k_config]`` table plus the
+user simulator), which is what travels inside a request.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+KNOWN_DOMAINS: tuple[str, ...] = ("retail", "airline", "telecom", "mock")
+"""tau2 domains the harness can drive (``mock`` has no splits)."""
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with a message that names the field and the allowed values."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class UserSimulatorConfig(_Strict):
+    """Who plays the customer.
+
+    ``scripted`` needs no network and is deterministic; ``llm`` talks to any OpenAI-compatible endpoint. The API key
+    is never part of the config: only the *name* of the environment variable that holds it.
+    """
+
+    kind: Literal["scripted", "llm"] = "scripted"
+    model: str = "gpt-4.1-mini"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    seed: int | None = None
+    max_retries: int = Field(default=4, ge=0, le=20)
+    request_timeout_s: float = Field(default=60.0, gt=0)
+    max_user_turns: int = Field(default=12, ge=1, le=200)
+
+
+class BattleConfig(_Strict):
+    """The ``[pass_k_config]`` table (seed field names kept) plus the harness's extensions.
+
+    mode:
+      ``manual``  the task(s) named by ``task_id`` (0-based index into ``split``) of ``domain``;
+      ``random``  ``num_battles`` distinct tasks sampled without replacement (seeded) across the domains;
+      ``all``     every task of the split of each domain (calibration sweeps, benchmarks).
+    """
+
+    mode: Literal["manual", "random", "all"] = "manual"
+    k: int = 4
+    domain: str | list[str] = "retail"
+    task_id: int | list[int] = 0
+    num_battles: int = Field(default=1, ge=1)
+    split: str = "test"
+    seed: int = 0
+    max_steps: int = Field(default=30, ge=1, le=1000)
+    turn_timeout_s: float = Field(default=120.0, gt=0)
+    attempt_timeout_s: float = Field(default=900.0, gt=0)
+    concurrency: int = Field(default=4, ge=1, le=256)
+    calibration: bool = False
+    tool_mode: Literal["text"] = "text"
+    user_simulator: UserSimulatorConfig = UserSimulatorConfig()
+
+    @field_validator("k")
+    @classmethod
+    def _k_even(cls, k: int) -> int:
+        if k < 2 or k % 2:
+            raise ValueError(f"k must be even and >= 2 (got {k})")
+        return k
+
+    @field_validator("domain")
+    @classmethod
+    def _domain_known(cls, domain: str | list[str]) -> str | list[str]:
+        names = [domain] if isinstance(domain, str) else domain
+        if not names:
+            raise ValueError(f"domain must name at least one of {', '.join(KNOWN_DOMAINS)}")
+        for name in names:
+            if name not in KNOWN_DOMAINS:
+                raise ValueError(f"unknown domain {name!r}; known domains: {', '.join(KNOWN_DOMAINS)}")
+        if len(set(names)) != len(names):
+            raise ValueError("domain lists a domain twice")
+        return domain
+
+    @field_validator("task_id")
+    @classmethod
+    def _task_ids_non_negative(cls, task_id: int | list[int]) -> int | list[int]:
+        ids = [task_id] if isinstance(task_id, int) else task_id
+        if not ids:
+            raise ValueError("task_id must name at least one task index")
+        if any(i < 0 for i in ids):
+            raise ValueError("task_id is a 0-based index and must be >= 0")
+        return task_id
+
+    @model_validator(mode="after")
+    def _manual_single_domain(self) -> BattleConfig:
+        if self.mode == "manual" and not isinstance(self.domain, str):
+            raise ValueError("domain: manual mode takes one domain (use mode = 'random' or 'all' for several)")
+        return self
+
+    @property
+    def domains(self) -> list[str]:
+        """The domain(s) as a list."""
+        return [self.domain] if isinstance(self.domain, str) else list(self.domain)
+
+    @property
+    def task_indices(self) -> list[int]:
+        """The manual-mode task index/indices as a list."""
+        return [self.task_id] if isinstance(self.task_id, int) else list(self.task_id)
+
+
+FlakyFault = Literal[
+    "skip_action",  # leave out the last write action -> task_incomplete
+    "wrong_argument",  # corrupt an argument of a write action -> task_incomplete
+    "malformed_reply",  # a reply that is no action at all -> format_error
+    "no_reply",  # never answer one turn -> timeout (turn time limit)
+    "crash",  # the agent's handler raises -> communication_error (JSON-RPC error)
+    "report_failure",  # answer with a failed A2A Task -> white_agent_error
+    "task_reply",  # answer with an A2A Task instead of a Message (must still succeed)
+    "drop_final",  # never tell the user the required information -> missing_outputs
+    "partial_final",  # tell only part of it -> incomplete_outputs
+]
+
+
+class WhiteAgentConfig(_Strict):
+    """The agent under test: a reference agent ``arena run`` starts, or an external A2A URL."""
+
+    kind: Literal["llm", "replay", "flaky", "external"] = "replay"
+    url: str | None = None
+    model: str = "gpt-4.1-mini"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    seed: int = 0
+    fault_rates: dict[FlakyFault, Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _external_needs_url(self) -> WhiteAgentConfig:
+        if self.kind == "external" and not self.url:
+            raise ValueError("url is required when kind = 'external'")
+        return self
+
+
+class BackendConfig(_Strict):
+    """Where progress goes: nowhere, an existing AgentBeats-compatible URL."""
+
+    url: str | None = None
+
+
+class Scenario(_Strict):
+    """A scenario TOML file: ``[pass_k_config]``, ``[user_simulator]``, ``[white_agent]``, ``[backend]``."""
+
+    name: str = "battle"
+    pass_k_config: BattleConfig = BattleConfig()
+    white_agent: WhiteAgentConfig = WhiteAgentConfig()
+    backend: BackendConfig = BackendConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_user_simulator(cls, data: Any) -> Any:
+        # The user simulator is written as its own table in TOML but belongs to the battle config.
+        if isinstance(data, dict) and "user_simulator" in data:
+            data = dict(data)
+            user = data.pop("user_simulator")
+            battle = dict(data.get("pass_k_config") or {})
+            battle["user_simulator"] = user
+            data["pass_k_config"] = battle
+        return data
+
+
+def format_validation_error(error: ValidationError) -> str:
+    """One line per problem: ``field.path: message`` (what users need to fix the file)."""
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "<root>"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {message}")
+    return "; ".join(lines)
+
+
+def parse_battle_config(data: dict[str, Any]) -> BattleConfig:
+    """Validate a request ``config`` (the pass_k_config fields, optionally nested under ``pass_k_config``)."""
+    if "pass_k_config" in data:
+        extra = {k: v for k, v in data.items() if k != "pass_k_config"}
+        data = {**data["pass_k_config"], **({"user_simulator": extra["user_simulator"]} if "user_simulator" in extra else {})}
+    try:
+        return BattleConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error)) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario TOML file; raise :class:`ConfigError` naming the file and the field."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such scenario file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(f"{path}: {format_validation_error(error)}") from None

@@ -1,0 +1,47 @@
+"""``python -m green_agent`` / ``arena-green``: serve the green agent (A2A + card + /health) with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from green_agent.config import ConfigError, load_scenario
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="arena-green", description="Serve the Arena green agent over A2A.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9006)
+    parser.add_argument("--card-url", default=None, help="public URL of this agent (default http://HOST:PORT)")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs/<battle id>/ are written")
+    parser.add_argument("--scenario", type=Path, default=None,
+                        help="scenario TOML whose [pass_k_config] is the default for AgentBeats battles")
+    parser.add_argument("--scoring-workers", type=int, default=2, help="processes scoring attempts with tau2")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # tau2 environments allocate many small objects; fewer GC passes cut environment builds ~3x (see notes/tau2.md).
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        default_config = load_scenario(args.scenario).pass_k_config if args.scenario else None
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    from green_agent.server import create_app
+
+    card_url = args.card_url or f"http://{args.host}:{args.port}"
+    app = create_app(card_url, runs_dir=args.runs_dir, default_config=default_config,
+                     scoring_workers=args.scoring_workers)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

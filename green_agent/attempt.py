@@ -1,0 +1,253 @@
+"""One attempt: a fresh tau2 environment, a fresh simulated user and a new A2A context, played to the end and scored.
+
+The loop (agent turn -> parse action -> tool call on the environment or message to the user -> user reply or stop)
+mirrors tau2's orchestrator, but the agent is remote and everything that can fail is attributed to whoever failed:
+the white agent (counted in pass^k) or the user simulator / environment / harness (infrastructure errors, excluded
+from n and reported). The attempt never raises for any of these: it always returns an :class:`AttemptResult`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from green_agent.config import BattleConfig
+from green_agent.events import utc_now
+from green_agent.failures import EarlyStop, classify_scored, failure_from_stop
+from green_agent.results import AttemptResult, FailureCategory, FaultAuthor, RewardBreakdown
+from green_agent.tau.environment import AttemptEnvironment
+from green_agent.tau.scoring import ScoringError, ScoringPool
+from green_agent.tau.tasks import TaskRef
+from green_agent.tau.users import SimulatedUser, UserSimulatorError, make_user
+from green_agent.turn_protocol import (
+    REPLY_FORMAT,
+    ActionParseError,
+    build_first_message,
+    parse_action,
+    tool_result_message,
+    user_message,
+)
+from green_agent.white_client import (
+    WhiteAgentClient,
+    WhiteAgentCommunicationError,
+    WhiteAgentReportedFailure,
+    WhiteAgentTimeout,
+)
+
+log = logging.getLogger(__name__)
+
+SCORED_TERMINATIONS = frozenset({"user_stop", "agent_stop"})
+"""tau2 gives reward 0 to any other termination, so only these are sent to the evaluator."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSpec:
+    """What identifies one attempt inside a battle."""
+
+    battle_id: str
+    ref: TaskRef
+    attempt: int
+    """1-based attempt number for this task."""
+    white_agent_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptDeps:
+    """What an attempt borrows from its battle. Nothing here holds per-attempt state."""
+
+    config: BattleConfig
+    scoring: ScoringPool
+    http: httpx.AsyncClient
+    user_api_key: str | None
+    trajectories_dir: Path | None
+
+
+class _Phase:
+    """Who was being waited on, so an attempt deadline is blamed on the right party."""
+
+    def __init__(self) -> None:
+        self.author = FaultAuthor.HARNESS
+        self.what = "preparing the attempt"
+
+    def set(self, author: FaultAuthor, what: str) -> None:
+        self.author, self.what = author, what
+
+
+def task_key(ref: TaskRef) -> str:
+    """``domain/split/index``: the task's key in summaries (matches AttemptResult.task_key)."""
+    return f"{ref.domain}/{ref.split or '-'}/{ref.index}"
+
+
+def calibration_metadata(spec: AttemptSpec) -> dict[str, Any]:
+    """What a calibration agent may learn about the attempt (sent only when the battle sets calibration)."""
+    return {
+        "battle_id": spec.battle_id,
+        "domain": spec.ref.domain,
+        "split": spec.ref.split,
+        "task_index": spec.ref.index,
+        "task_id": spec.ref.task_id,
+        "attempt": spec.attempt,
+        "calibration": True,
+    }
+
+
+async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
+    """Play one attempt to its end and score it. Never raises except on cancellation."""
+    context_id = uuid.uuid4().hex  # new for every attempt; never reused, never taken from the agent's echo
+    started_at, t0 = utc_now(), time.perf_counter()
+    phase = _Phase()
+    env: AttemptEnvironment | None = None
+    steps = 0
+    stop: EarlyStop | None = None
+    termination = ""
+    cfg = deps.config
+
+    async def play() -> str:
+        nonlocal env, steps
+        phase.set(FaultAuthor.ENVIRONMENT, "building the tau2 environment")
+        env = await AttemptEnvironment.create(spec.ref)
+        user: SimulatedUser = make_user(spec.ref, cfg.user_simulator, env, api_key=deps.user_api_key)
+        phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user's opening")
+        opening = await user.opening()
+        env.record_user_text(opening.text)
+        if opening.stop:
+            return "user_stop"
+        text = build_first_message(env.policy, env.tools, opening.text)
+        data: dict[str, Any] = {"tools": env.tools, "policy": env.policy, "reply_format": REPLY_FORMAT}
+        metadata: dict[str, Any] | None = None
+        if cfg.calibration:
+            metadata = {"arena": calibration_metadata(spec)}
+            data["arena"] = metadata["arena"]
+        async with WhiteAgentClient(spec.white_agent_url, httpx_client=deps.http, turn_timeout_s=cfg.turn_timeout_s) as white:
+            while True:
+                if steps >= cfg.max_steps:
+                    raise _Stopped(
+                        EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
+                                  f"max_steps ({cfg.max_steps}) reached without ending the conversation", "max_steps")
+                    )
+                phase.set(FaultAuthor.WHITE_AGENT, f"waiting for the white agent (step {steps + 1})")
+                reply = await white.send(context_id=context_id, text=text, data=data, metadata=metadata)
+                data, metadata = None, None
+                steps += 1
+                action = parse_action(reply.text, reply.data_parts)
+                if action.name == "respond":
+                    content = str(action.arguments.get("content", ""))
+                    env.record_assistant_text(content)
+                    phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user")
+                    turn = await user.reply(content)
+                    env.record_user_text(turn.text)
+                    if turn.stop:
+                        return "user_stop"
+                    text = user_message(turn.text)
+                else:
+                    phase.set(FaultAuthor.ENVIRONMENT, f"running tool {action.name}")
+                    outcome = await env.call_tool(action.name, action.arguments)
+                    text = tool_result_message(outcome.content)
+
+    deadline = asyncio.timeout(cfg.attempt_timeout_s)
+    try:
+        async with deadline:
+            termination = await play()
+    except _Stopped as stopped:
+        stop = stopped.stop
+    except WhiteAgentTimeout as error:
+        stop = EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
+                         f"turn time limit ({cfg.turn_timeout_s:g} s) exceeded at step {steps + 1}: {error}", "agent_error")
+    except WhiteAgentCommunicationError as error:
+        stop = EarlyStop(FailureCategory.COMMUNICATION_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
+    except WhiteAgentReportedFailure as error:
+        stop = EarlyStop(FailureCategory.WHITE_AGENT_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
+    except ActionParseError as error:
+        stop = EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT,
+                         f"reply at step {steps} is not an action: {error}", "agent_error")
+    except UserSimulatorError as error:
+        stop = EarlyStop(FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR, str(error), "user_error")
+    except TimeoutError as error:
+        if not deadline.expired():
+            stop = EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS,
+                             f"unexpected timeout while {phase.what}: {error}", "too_many_errors")
+        else:
+            # The attempt deadline: blame whoever we were waiting on (a slow user simulator is not the agent's fault).
+            category = {
+                FaultAuthor.WHITE_AGENT: FailureCategory.TIMEOUT,
+                FaultAuthor.USER_SIMULATOR: FailureCategory.USER_SIMULATOR_ERROR,
+            }.get(phase.author, FailureCategory.HARNESS_ERROR)
+            stop = EarlyStop(category, phase.author,
+                             f"attempt time limit ({cfg.attempt_timeout_s:g} s) hit while {phase.what}", "max_steps")
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a harness bug must become a reported infrastructure error
+        log.exception("attempt %s/%s crashed in the harness", task_key(spec.ref), spec.attempt)
+        stop = EarlyStop(FailureCategory.HARNESS_ERROR, phase.author if phase.author is not FaultAuthor.WHITE_AGENT
+                         else FaultAuthor.HARNESS, f"{type(error).__name__} while {phase.what}: {error}", "too_many_errors")
+
+    ended_at = utc_now()
+    termination = stop.termination_reason if stop else termination
+    result = AttemptResult(
+        battle_id=spec.battle_id,
+        domain=spec.ref.domain,
+        split=spec.ref.split,
+        task_index=spec.ref.index,
+        task_id=spec.ref.task_id,
+        attempt=spec.attempt,
+        context_id=context_id,
+        outcome="failure",
+        steps=steps,
+        termination_reason=termination,
+    )
+    if stop is not None:
+        failure = failure_from_stop(stop)
+        result.failure = failure
+        result.outcome = "infra_error" if failure.is_infrastructure else "failure"
+        result.reward = None if failure.is_infrastructure else 0.0
+    elif env is not None:
+        simulation = env.simulation(termination, started_at=started_at, ended_at=ended_at)
+        try:
+            breakdown = await deps.scoring.score(spec.ref, simulation) if termination in SCORED_TERMINATIONS else (
+                RewardBreakdown(reward=0.0, raw={"note": f"termination {termination} is not scored by tau2"})
+            )
+        except ScoringError as error:
+            result.failure = failure_from_stop(
+                EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, f"tau2 evaluator failed: {error}", termination)
+            )
+            result.outcome = "infra_error"
+        else:
+            result.breakdown = breakdown
+            result.reward = breakdown.reward
+            result.failure = classify_scored(breakdown)
+            result.outcome = "success" if result.failure is None else "failure"
+    result.duration_s = round(time.perf_counter() - t0, 3)
+    if env is not None and deps.trajectories_dir is not None:
+        result.trajectory_file = await _write_trajectory(deps.trajectories_dir, spec, env, result)
+    return result
+
+
+class _Stopped(Exception):
+    """Internal: the loop ended the attempt on purpose (e.g. max_steps)."""
+
+    def __init__(self, stop: EarlyStop) -> None:
+        super().__init__(stop.detail)
+        self.stop = stop
+
+
+async def _write_trajectory(directory: Path, spec: AttemptSpec, env: AttemptEnvironment, result: AttemptResult) -> str:
+    """One JSONL file per attempt: a header line with the result, then one line per message (off the event loop)."""
+    name = f"{spec.ref.domain}-{spec.ref.split or 'all'}-{spec.ref.index:04d}-attempt{spec.attempt:02d}.jsonl"
+    path = directory / name
+    lines = [json.dumps({"attempt": result.model_dump(mode="json", exclude={"trajectory_file"})}, ensure_ascii=False)]
+    lines += [json.dumps(record, ensure_ascii=False, default=str) for record in env.trajectory_records()]
+
+    def write() -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    await asyncio.to_thread(write)
+    return str(Path("trajectories") / name)

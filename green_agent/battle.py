@@ -1,0 +1,176 @@
+"""One battle: task selection, attempts scheduled with a concurrency bound, progress events, the final result.
+
+A :class:`Battle` owns everything about its run (its attempts, its events, its output directory) and borrows only
+stateless services from the server (the scoring process pool, an HTTP connection pool). Two battles in one process
+share no mutable state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from green_agent.attempt import AttemptDeps, AttemptSpec, run_attempt, task_key
+from green_agent.config import BattleConfig
+from green_agent.events import BattleEvent, EventSink, fan_out, utc_now
+from green_agent.metrics import summarize_trials
+from green_agent.report import render_markdown, write_run_dir
+from green_agent.results import AttemptResult, BattleResult
+from green_agent.tau.scoring import ScoringPool
+from green_agent.tau.tasks import TaskRef, select_tasks
+from green_agent.tau.users import check_user_config, user_api_key
+
+log = logging.getLogger(__name__)
+
+
+def _attempt_line(result: AttemptResult, k: int) -> str:
+    """The seed's per-attempt progress line."""
+    head = f"Attempt {result.attempt}/{k}"
+    if result.outcome == "success":
+        return f"✅ {head}: SUCCESS (reward={result.reward:.1f}, steps={result.steps}, time={result.duration_s:.1f}s)"
+    if result.outcome == "failure":
+        reward = 0.0 if result.reward is None else result.reward
+        category = result.failure.category.value if result.failure else "unknown_failure"
+        return (
+            f"❌ {head}: FAILED (reward={reward:.1f}, steps={result.steps}, time={result.duration_s:.1f}s) "
+            f"[{category}]"
+        )
+    assert result.failure is not None
+    return (
+        f"⚠️ {head}: INFRASTRUCTURE ERROR ({result.failure.category.value}, "
+        f"{result.failure.fault_author.value}; not counted against the agent)"
+    )
+
+
+class Battle:
+    """Runs one battle to completion and returns its :class:`BattleResult`."""
+
+    def __init__(
+        self,
+        battle_id: str,
+        white_agent_url: str,
+        config: BattleConfig,
+        *,
+        scoring: ScoringPool,
+        http: httpx.AsyncClient,
+        runs_dir: Path | None = None,
+        sinks: Sequence[EventSink] = (),
+    ) -> None:
+        check_user_config(config.user_simulator)  # refuse an LLM user without its key before anything starts
+        self.battle_id = battle_id
+        self.white_agent_url = white_agent_url
+        self.config = config
+        self._scoring = scoring
+        self._http = http
+        self.run_dir = runs_dir / battle_id if runs_dir is not None else None
+        self._sinks = list(sinks)
+        self._events: list[BattleEvent] = []
+        self._lock = asyncio.Lock()  # keeps events in order across concurrent attempts
+        self.attempts_total = 0
+        self.attempts_done = 0
+        self.results: list[AttemptResult] = []
+
+    @property
+    def events(self) -> list[BattleEvent]:
+        """Events emitted so far (copies are cheap; the models are not mutated after emission)."""
+        return list(self._events)
+
+    async def emit(self, type_: str, text: str, **data: Any) -> None:
+        event = BattleEvent(type=type_, text=text, data={"battle_id": self.battle_id, **data})  # type: ignore[arg-type]
+        async with self._lock:
+            self._events.append(event)
+            await fan_out(self._sinks, event)
+
+    async def run(self) -> BattleResult:
+        """Select tasks, run every attempt (bounded concurrency), summarise, write the run directory."""
+        started_at, t0 = utc_now(), time.perf_counter()
+        cfg = self.config
+        refs: list[TaskRef] = await asyncio.to_thread(select_tasks, cfg)
+        self.attempts_total = len(refs) * cfg.k
+        await self.emit(
+            "battle_started",
+            f"🎯 Starting pass@{cfg.k} evaluation: {len(refs)} task(s) x {cfg.k} attempts"
+            + (" [CALIBRATION]" if cfg.calibration else ""),
+            attempts_total=self.attempts_total,
+            tasks=[task_key(r) for r in refs],
+            k=cfg.k,
+            calibration=cfg.calibration,
+            seed=cfg.seed,
+            mode=cfg.mode,
+        )
+        deps = AttemptDeps(
+            config=cfg,
+            scoring=self._scoring,
+            http=self._http,
+            user_api_key=user_api_key(cfg.user_simulator),
+            trajectories_dir=self.run_dir / "trajectories" if self.run_dir else None,
+        )
+        gate = asyncio.Semaphore(cfg.concurrency)
+        announced: set[str] = set()
+
+        async def one(ref: TaskRef, attempt: int) -> AttemptResult:
+            async with gate:
+                key = task_key(ref)
+                if key not in announced:
+                    announced.add(key)
+                    await self.emit("task_started", f"🎯 Starting pass@{cfg.k} evaluation ({ref.domain} task "
+                                    f"{ref.index}, id {ref.task_id})", task_key=key)
+                await self.emit("attempt_started", f"[{key}] 🔄 Starting attempt {attempt}/{cfg.k}...",
+                                task_key=key, attempt=attempt)
+                spec = AttemptSpec(self.battle_id, ref, attempt, self.white_agent_url)
+                result = await run_attempt(spec, deps)
+                self.attempts_done += 1
+                self.results.append(result)
+                detail = f"\n   ↳ Error: {result.failure.detail}" if result.failure and result.failure.detail else ""
+                await self.emit(
+                    "attempt_finished",
+                    f"[{key}] {_attempt_line(result, cfg.k)}{detail}",
+                    task_key=key,
+                    attempt=attempt,
+                    outcome=result.outcome,
+                    reward=result.reward,
+                    category=result.failure.category.value if result.failure else None,
+                    done=self.attempts_done,
+                    total=self.attempts_total,
+                )
+                return result
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(ref, a)) for ref in refs for a in range(1, cfg.k + 1)]
+        attempts = sorted((t.result() for t in tasks), key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
+        result = self._assemble(refs, attempts, started_at, time.perf_counter() - t0)
+        markdown = render_markdown(result)
+        await self.emit("battle_finished", markdown, summary=result.summary.get("macro", []),
+                        failure_breakdown=result.failure_breakdown, infrastructure_errors=result.infrastructure_errors)
+        if self.run_dir is not None:
+            await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown,
+                                    [e.model_dump(mode="json") for e in self._events])
+        return result
+
+    def _assemble(self, refs: list[TaskRef], attempts: list[AttemptResult], started_at: str, seconds: float) -> BattleResult:
+        trials: dict[str, list[bool | None]] = {task_key(r): [] for r in refs}
+        for a in attempts:
+            trials[a.task_key].append(a.trial_outcome)
+        summary = summarize_trials(trials, k_max=self.config.k, seed=self.config.seed)
+        failures = Counter(a.failure.category.value for a in attempts if a.failure is not None)
+        return BattleResult(
+            battle_id=self.battle_id,
+            white_agent_url=self.white_agent_url,
+            config=json.loads(self.config.model_dump_json()),
+            calibration=self.config.calibration,
+            started_at=started_at,
+            finished_at=utc_now(),
+            duration_s=round(seconds, 3),
+            attempts=attempts,
+            summary=summary.model_dump(mode="json"),
+            failure_breakdown=dict(sorted(failures.items())),
+            infrastructure_errors=sum(1 for a in attempts if a.outcome == "infra_error"),
+        )

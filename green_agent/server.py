@@ -1,0 +1,361 @@
+"""The green agent's A2A server: AgentBeats battles, assessment requests, and a clear answer to anything else.
+
+Accepted messages (text JSON, or the same object as a data part):
+1. AgentBeats ``battle_info`` and ``battle_start``: acknowledged at once with a Message; the battle runs in the
+   background and reports to the ``backend_url`` of ``green_battle_context``. A battle_start for a battle that is
+   already running is acknowledged and ignored.
+2. An assessment request ``{"participants": {"white_agent": url}, "config": {...}}``: answered as an A2A Task whose
+   status updates stream the battle's log and which ends with a "Result" artifact (markdown + BattleResult JSON).
+3. Anything else: a Message listing the accepted formats.
+
+All state lives in :class:`GreenServices`, created per application in its lifespan: two apps (or two test servers in
+one process) share nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message, new_text_message, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Role, TaskState
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from green_agent.backend_client import BackendReporter
+from green_agent.battle import Battle
+from green_agent.config import BattleConfig, ConfigError, parse_battle_config
+from green_agent.events import BattleEvent
+from green_agent.report import render_markdown, winner_for
+from green_agent.results import BattleResult
+from green_agent.tau.scoring import ScoringPool
+
+log = logging.getLogger(__name__)
+
+ACCEPTED_FORMATS = """This is the Arena green agent (tau-bench reliability assessor). Send one of:
+1. an AgentBeats battle message: {"type": "battle_info", ...} or {"type": "battle_start", "battle_id": ...,
+   "green_battle_context": {"backend_url": ..., "task_config": ...}, "opponent_infos": [{"name": ..., "agent_url": ...}]}
+2. an assessment request: {"participants": {"white_agent": "<A2A URL of the agent under test>"},
+   "config": {"mode": "manual", "k": 4, "domain": "retail", "task_id": 5, ...}}
+   answered as a Task that streams progress and ends with a "Result" artifact (markdown + JSON).
+Both as JSON text (or a JSON data part)."""
+
+
+@dataclass
+class BattleRecord:
+    """A battle known to this server."""
+
+    battle_id: str
+    battle: Battle
+    task: asyncio.Task[BattleResult] | None = None
+    result: BattleResult | None = None
+    error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+
+@dataclass
+class GreenServices:
+    """Everything the server's handlers share, owned by one application instance."""
+
+    scoring: ScoringPool
+    http: httpx.AsyncClient
+    runs_dir: Path
+    default_config: BattleConfig
+    battles: dict[str, BattleRecord] = field(default_factory=dict)
+    battle_infos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+
+def _incoming_payload(context: RequestContext) -> dict[str, Any] | None:
+    """The request as a JSON object: a data part that is an object wins, else the text parsed as JSON."""
+    message = context.message
+    if message is not None:
+        for data in get_data_parts(message.parts):
+            if isinstance(data, dict) and ("type" in data or "participants" in data):
+                return data
+    text = context.get_user_input().strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _reply(text: str, context: RequestContext) -> Message:
+    return new_text_message(text, context_id=context.context_id, role=Role.ROLE_AGENT)
+
+
+class GreenAgentExecutor(AgentExecutor):
+    """Routes each incoming message to the battle protocol it belongs to."""
+
+    def __init__(self, services: GreenServices) -> None:
+        self.services = services
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        payload = _incoming_payload(context)
+        kind = payload.get("type") if payload else None
+        if kind == "battle_info" and payload is not None:
+            self.services.battle_infos[str(payload.get("battle_id"))] = payload
+            await event_queue.enqueue_event(_reply(f"battle_info received for battle {payload.get('battle_id')}", context))
+        elif kind == "battle_start" and payload is not None:
+            await event_queue.enqueue_event(_reply(self._start_agentbeats_battle(payload), context))
+        elif payload is not None and "participants" in payload:
+            await self._run_assessment(payload, context, event_queue)
+        else:
+            await event_queue.enqueue_event(_reply(ACCEPTED_FORMATS, context))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        if context.task_id:
+            updater = TaskUpdater(event_queue, context.task_id, context.context_id or "")
+            await updater.cancel()
+
+    # -- AgentBeats -------------------------------------------------------------------------------------------
+
+    def _start_agentbeats_battle(self, payload: dict[str, Any]) -> str:
+        battle_id = str(payload.get("battle_id") or "")
+        if not battle_id:
+            return "battle_start ignored: battle_id is required"
+        record = self.services.battles.get(battle_id)
+        if record is not None and (record.running or record.result is not None):
+            return f"battle {battle_id} is already {'running' if record.running else 'finished'}; battle_start ignored"
+        green_context = payload.get("green_battle_context") or {}
+        backend_url = green_context.get("backend_url") or payload.get("backend_url")
+        opponents = payload.get("opponent_infos") or []
+        white_url = opponents[0].get("agent_url") if opponents else next(iter(payload.get("red_battle_contexts") or {}), None)
+        white_name = opponents[0].get("name", "white_agent") if opponents else "white_agent"
+        token = green_context.get("battle_token") or payload.get("battle_token")
+        reporter = BackendReporter(backend_url, battle_id, token=token,
+                                   spool_path=self.services.runs_dir / battle_id / "undelivered_events.jsonl") if backend_url else None
+        try:
+            config = self._config_from(green_context.get("task_config"))
+            if not white_url:
+                raise ConfigError("opponent_infos: no white agent URL in battle_start")
+        except ConfigError as error:
+            if reporter is not None:
+                task = asyncio.create_task(self._report_config_error(reporter, str(error)))
+                self._keep(task)
+            return f"battle {battle_id} refused: {error}"
+        sinks = [self._backend_sink(reporter)] if reporter else []
+        try:
+            battle = Battle(battle_id, white_url, config, scoring=self.services.scoring, http=self.services.http,
+                            runs_dir=self.services.runs_dir, sinks=sinks)
+        except ConfigError as error:
+            return f"battle {battle_id} refused: {error}"
+        record = BattleRecord(battle_id, battle)
+        self.services.battles[battle_id] = record
+        record.task = asyncio.create_task(self._run_agentbeats(record, reporter, white_name))
+        self._keep(record.task)
+        return f"battle {battle_id} accepted: {battle.config.k} attempts per task against {white_url}"
+
+    def _config_from(self, task_config: Any) -> BattleConfig:
+        """AgentBeats task_config: a dict or a JSON string overriding this server's default config; empty = default."""
+        if task_config in (None, "", {}):
+            return self.services.default_config
+        if isinstance(task_config, str):
+            try:
+                task_config = json.loads(task_config)
+            except ValueError:
+                raise ConfigError("task_config: not a JSON object") from None
+        if not isinstance(task_config, dict):
+            raise ConfigError("task_config: expected a JSON object")
+        merged = {**self.services.default_config.model_dump(), **task_config.get("pass_k_config", task_config)}
+        return parse_battle_config(merged)
+
+    @staticmethod
+    def _backend_sink(reporter: BackendReporter) -> Any:
+        async def sink(event: BattleEvent) -> None:
+            markdown = event.text if event.type in ("battle_started", "battle_finished") else None
+            first_line = event.text.splitlines()[0] if event.text else event.type
+            reporter.progress(first_line, detail=event.wire(), markdown_content=markdown)
+
+        return sink
+
+    async def _report_config_error(self, reporter: BackendReporter, message: str) -> None:
+        async with reporter:
+            reporter.progress(f"configuration error: {message}", detail={"error": message})
+            reporter.result(f"battle could not start: {message}", winner="draw", detail={"error": message})
+
+    async def _run_agentbeats(self, record: BattleRecord, reporter: BackendReporter | None, white_name: str) -> BattleResult:
+        async with contextlib.AsyncExitStack() as stack:
+            if reporter is not None:
+                await stack.enter_async_context(reporter)
+            try:
+                result = await record.battle.run()
+            except Exception as error:  # noqa: BLE001 - reported, never silent
+                log.exception("battle %s failed", record.battle_id)
+                record.error = f"{type(error).__name__}: {error}"
+                if reporter is not None:
+                    reporter.result(f"battle failed in the harness: {record.error}", winner="draw",
+                                    detail={"error": record.error})
+                raise
+            record.result = result
+            if reporter is not None:
+                reporter.result(
+                    f"pass^k evaluation finished: {len(result.attempts)} attempts",
+                    winner=winner_for(result, white_name),
+                    detail=result.model_dump(mode="json"),
+                    markdown_content=render_markdown(result),
+                )
+            return result
+
+    def _keep(self, task: asyncio.Task[Any]) -> None:
+        self.services.background.add(task)
+        task.add_done_callback(self.services.background.discard)
+
+    # -- assessment request ------------------------------------------------------------------------------------
+
+    async def _run_assessment(self, payload: dict[str, Any], context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.message is not None
+        task = context.current_task or new_task_from_user_message(context.message)
+        await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+
+        def status(text: str, data: dict[str, Any] | None = None) -> Message:
+            parts = [new_text_part(text)] + ([new_data_part(data)] if data is not None else [])
+            return updater.new_agent_message(parts)
+
+        try:
+            participants = payload.get("participants") or {}
+            if not isinstance(participants, dict) or not participants:
+                raise ConfigError("participants: expected {\"white_agent\": \"<url>\"}")
+            white_url = participants.get("white_agent") or (next(iter(participants.values())) if len(participants) == 1 else None)
+            if not isinstance(white_url, str) or not white_url:
+                raise ConfigError(f"participants.white_agent: required (got roles {sorted(participants)})")
+            raw_config = payload.get("config") or {}
+            if not isinstance(raw_config, dict):
+                raise ConfigError("config: expected a JSON object")
+            config = parse_battle_config(raw_config)
+            battle_id = str(payload.get("battle_id") or uuid.uuid4().hex[:12])
+            if battle_id in self.services.battles and self.services.battles[battle_id].running:
+                raise ConfigError(f"battle_id: battle {battle_id} is already running")
+
+            async def stream(event: BattleEvent) -> None:
+                await updater.update_status(TaskState.TASK_STATE_WORKING, status(event.text, {"arena_event": event.wire()}))
+
+            sinks: list[Any] = [stream]
+            reporter = None
+            if payload.get("backend_url"):
+                reporter = BackendReporter(payload["backend_url"], battle_id, token=payload.get("battle_token"),
+                                           spool_path=self.services.runs_dir / battle_id / "undelivered_events.jsonl")
+                sinks.append(self._backend_sink(reporter))
+            battle = Battle(battle_id, white_url, config, scoring=self.services.scoring, http=self.services.http,
+                            runs_dir=self.services.runs_dir, sinks=sinks)
+        except ConfigError as error:
+            await updater.failed(status(f"configuration error: {error}", {"error": str(error)}))
+            return
+        record = BattleRecord(battle_id, battle)
+        self.services.battles[battle_id] = record
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if reporter is not None:
+                    await stack.enter_async_context(reporter)
+                result = await battle.run()
+                record.result = result
+                if reporter is not None:
+                        reporter.result("pass^k evaluation finished", winner=winner_for(result, "white_agent"),
+                                    detail=result.model_dump(mode="json"), markdown_content=render_markdown(result))
+        except Exception as error:  # noqa: BLE001 - the task must end failed with the reason, never hang
+            log.exception("assessment %s failed", battle_id)
+            record.error = f"{type(error).__name__}: {error}"
+            await updater.failed(status(f"battle failed in the harness: {record.error}", {"error": record.error}))
+            return
+        markdown = render_markdown(result)
+        await updater.add_artifact([new_text_part(markdown), new_data_part(result.model_dump(mode="json"))], name="Result")
+        await updater.complete(status(markdown.splitlines()[0] if markdown else "done"))
+
+
+def build_card(url: str) -> AgentCard:
+    """The green agent's card, advertising JSON-RPC at ``url`` for protocol 1.0 and 0.3."""
+    return AgentCard(
+        name="arena-green-agent",
+        description="Arena tau-bench reliability assessor: pass^k / pass@k with confidence intervals over k "
+        "fresh-context attempts per task, with a failure breakdown.",
+        version="0.1.0",
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
+        ],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain", "application/json"],
+        skills=[
+            AgentSkill(
+                id="tau_bench_pass_k",
+                name="tau-bench pass^k assessment",
+                description="Runs tau2 retail/airline/telecom/mock tasks k times against a white agent over A2A.",
+                tags=["assessment", "tau-bench", "pass^k", "agentbeats"],
+                examples=['{"participants": {"white_agent": "http://127.0.0.1:9004"}, "config": {"k": 4}}'],
+            )
+        ],
+    )
+
+
+def create_app(
+    card_url: str,
+    *,
+    runs_dir: Path = Path("runs"),
+    default_config: BattleConfig | None = None,
+    scoring_workers: int = 2,
+) -> Starlette:
+    """The green agent as a Starlette app (A2A JSON-RPC at /, card, /health)."""
+    card = build_card(card_url)
+    holder: dict[str, GreenServices] = {}
+
+    class _LazyExecutor(AgentExecutor):
+        # The request handler is built before the lifespan creates the services; resolve them per call.
+        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+            await GreenAgentExecutor(holder["services"]).execute(context, event_queue)
+
+        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+            await GreenAgentExecutor(holder["services"]).cancel(context, event_queue)
+
+    handler = DefaultRequestHandler(agent_executor=_LazyExecutor(), task_store=InMemoryTaskStore(), agent_card=card)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with ScoringPool(max_workers=scoring_workers) as scoring, httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0), limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
+        ) as http:
+            services = GreenServices(scoring=scoring, http=http, runs_dir=runs_dir,
+                                     default_config=default_config or BattleConfig())
+            holder["services"] = services
+            app.state.services = services
+            try:
+                yield
+            finally:
+                for task in list(services.background):
+                    task.cancel()
+                await asyncio.gather(*services.background, return_exceptions=True)
+
+    async def health(request: Request) -> JSONResponse:
+        services: GreenServices | None = holder.get("services")
+        running = sum(1 for r in services.battles.values() if r.running) if services else 0
+        return JSONResponse({"status": "ok", "battles_running": running})
+
+    routes = [
+        *create_agent_card_routes(card),
+        *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
+        Route("/health", health, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -59,7 +59,7 @@ class BattleConfig(_Strict):
     task_id: int | list[int] = 0
     num_battles: int = Field(default=1, ge=1)
     split: str = "test"
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     max_steps: int = Field(default=30, ge=1, le=1000)
     turn_timeout_s: float = Field(default=120.0, gt=0)
     attempt_timeout_s: float = Field(default=900.0, gt=0)

@@ -1,0 +1,283 @@
+"""A scripted OpenAI-compatible server for tests: ``make_fake_openai(script)`` returns a Starlette app.
+
+Why: tests of the LLM white agent and the LLM user simulator must exercise the real ``openai`` client end to end
+(HTTP, JSON shapes, streaming, error handling) without a network or a key. Serve the app on loopback with
+:func:`tests.support.servers.serve_app` (base URL for the client: ``f"{url}/v1"``) or pass it in-process through
+``httpx.ASGITransport``.
+
+Routes:
+    POST /v1/chat/completions   answered from the script (JSON, or SSE chunks + ``data: [DONE]`` when the request
+                                has ``"stream": true``)
+    GET  /v1/models             a one-model list
+
+The script is either
+    * a list (or any iterable) of response specs, consumed one per completion request (a queue); when it runs out
+      the server answers HTTP 400 "fake_openai: script exhausted" (not retried by clients, so tests fail fast), or
+    * a callable ``request_json -> spec`` (sync or async), called for every completion request.
+
+Response specs (build them with the helpers):
+    ``text_reply("hi")``                             an assistant message, finish_reason "stop"
+    ``tool_call_reply("get_user", {"id": 1})``       one tool call, finish_reason "tool_calls" (``call_id=`` to fix
+                                                     the id; ``tool_calls_reply([...])`` for several calls)
+    ``error_reply(429)`` / ``error_reply(500)``      an HTTP error with an OpenAI-style error body (``retry_after=``
+                                                     adds ``retry-after-ms``/``retry-after`` headers)
+    a plain dict                                     sent as the JSON body verbatim (status 200)
+
+Recording: every request reaching either route is appended to ``fake_state(app).requests`` as a
+:class:`RecordedRequest` (method, path, headers with lower-case names, parsed JSON body), e.g. to check the tool
+messages an agent sent or that the ``authorization`` header carried the key.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+DEFAULT_MODEL = "fake-model"
+
+
+@dataclass(frozen=True)
+class TextReply:
+    """An assistant text answer."""
+
+    content: str
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class ToolCallSpec:
+    """One tool call of an assistant answer; ``arguments`` is sent as a JSON string (or verbatim if a str)."""
+
+    name: str
+    arguments: dict[str, Any] | str
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCallsReply:
+    """An assistant answer made of tool calls (optionally with text content)."""
+
+    calls: tuple[ToolCallSpec, ...]
+    content: str | None = None
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An HTTP error answer."""
+
+    status: int
+    message: str = "scripted error"
+    retry_after: float | None = None
+
+
+ResponseSpec = TextReply | ToolCallsReply | ErrorReply | dict[str, Any]
+Script = Iterable[ResponseSpec] | Callable[[dict[str, Any]], Any]
+
+
+def text_reply(content: str) -> TextReply:
+    """A text completion."""
+    return TextReply(content)
+
+
+def tool_call_reply(
+    name: str, arguments: dict[str, Any] | str, *, call_id: str | None = None, content: str | None = None
+) -> ToolCallsReply:
+    """A completion with one tool call."""
+    return ToolCallsReply((ToolCallSpec(name, arguments, call_id),), content)
+
+
+def tool_calls_reply(calls: Iterable[ToolCallSpec], *, content: str | None = None) -> ToolCallsReply:
+    """A completion with several tool calls."""
+    return ToolCallsReply(tuple(calls), content)
+
+
+def error_reply(status: int, message: str = "scripted error", *, retry_after: float | None = None) -> ErrorReply:
+    """An HTTP error (429, 500, ...)."""
+    return ErrorReply(status, message, retry_after)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the fake server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+
+
+@dataclass
+class FakeOpenAIState:
+    """The script and the record of one fake server (``app.state.fake``)."""
+
+    script: deque[ResponseSpec] | Callable[[dict[str, Any]], Any]
+    model: str = DEFAULT_MODEL
+    requests: list[RecordedRequest] = field(default_factory=list)
+
+    @property
+    def completion_requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the chat-completion requests, in arrival order."""
+        return [r.body or {} for r in self.requests if r.path.endswith("/chat/completions")]
+
+
+def fake_state(app: Starlette) -> FakeOpenAIState:
+    """The state (script and recorded requests) of an app made by :func:`make_fake_openai`."""
+    state: FakeOpenAIState = app.state.fake
+    return state
+
+
+def _tool_calls_json(reply: ToolCallsReply) -> list[dict[str, Any]]:
+    calls = []
+    for index, call in enumerate(reply.calls):
+        arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        calls.append(
+            {
+                "id": call.call_id or f"call_{uuid.uuid4().hex[:12]}_{index}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": arguments},
+            }
+        )
+    return calls
+
+
+def _completion_json(spec: TextReply | ToolCallsReply, model: str) -> dict[str, Any]:
+    if isinstance(spec, TextReply):
+        message: dict[str, Any] = {"role": "assistant", "content": spec.content}
+        finish = spec.finish_reason
+    else:
+        message = {"role": "assistant", "content": spec.content, "tool_calls": _tool_calls_json(spec)}
+        finish = "tool_calls"
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def _chunk(completion_id: str, model: str, delta: dict[str, Any], finish: str | None) -> str:
+    body = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def _split(text: str, size: int = 8) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+async def _stream(spec: TextReply | ToolCallsReply, model: str) -> AsyncIterator[str]:
+    completion_id = f"chatcmpl-{uuid.uuid4().hex[:16]}"
+    if isinstance(spec, TextReply):
+        yield _chunk(completion_id, model, {"role": "assistant", "content": ""}, None)
+        for piece in _split(spec.content):
+            yield _chunk(completion_id, model, {"content": piece}, None)
+        yield _chunk(completion_id, model, {}, spec.finish_reason)
+    else:
+        yield _chunk(completion_id, model, {"role": "assistant", "content": spec.content}, None)
+        for index, call in enumerate(_tool_calls_json(spec)):
+            head = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
+            yield _chunk(completion_id, model, {"tool_calls": [head]}, None)
+            for piece in _split(call["function"]["arguments"]):
+                yield _chunk(
+                    completion_id, model, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, None
+                )
+        yield _chunk(completion_id, model, {}, "tool_calls")
+    yield "data: [DONE]\n\n"
+
+
+def _error_response(spec: ErrorReply) -> Response:
+    headers: dict[str, str] = {}
+    if spec.retry_after is not None:
+        headers["retry-after-ms"] = str(int(spec.retry_after * 1000))
+        headers["retry-after"] = str(spec.retry_after)
+    kind = (
+        "rate_limit_exceeded"
+        if spec.status == 429
+        else "server_error"
+        if spec.status >= 500
+        else "invalid_request_error"
+    )
+    body = {"error": {"message": spec.message, "type": kind, "param": None, "code": kind}}
+    return JSONResponse(body, status_code=spec.status, headers=headers)
+
+
+def make_fake_openai(script: Script, *, model: str = DEFAULT_MODEL) -> Starlette:
+    """A Starlette app answering chat completions from ``script`` (see the module docstring)."""
+    queue_or_callable: deque[ResponseSpec] | Callable[[dict[str, Any]], Any]
+    queue_or_callable = script if callable(script) else deque(script)
+    state = FakeOpenAIState(script=queue_or_callable, model=model)
+
+    async def _record(request: Request) -> dict[str, Any] | None:
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = {"_raw": raw.decode("utf-8", "replace")}
+        state.requests.append(
+            RecordedRequest(
+                method=request.method,
+                path=request.url.path,
+                headers={k.lower(): v for k, v in request.headers.items()},
+                body=body if isinstance(body, dict) or body is None else {"_json": body},
+            )
+        )
+        return body if isinstance(body, dict) else None
+
+    async def chat_completions(request: Request) -> Response:
+        body = await _record(request) or {}
+        if callable(state.script):
+            spec = state.script(body)
+            if inspect.isawaitable(spec):
+                spec = await spec
+        elif state.script:
+            spec = state.script.popleft()
+        else:
+            return _error_response(ErrorReply(400, "fake_openai: script exhausted"))
+        if isinstance(spec, ErrorReply):
+            return _error_response(spec)
+        if isinstance(spec, dict):
+            return JSONResponse(spec)
+        if not isinstance(spec, TextReply | ToolCallsReply):
+            return _error_response(ErrorReply(500, f"fake_openai: bad script entry {type(spec).__name__}"))
+        model_name = str(body.get("model") or state.model)
+        if body.get("stream"):
+            return StreamingResponse(_stream(spec, model_name), media_type="text/event-stream")
+        return JSONResponse(_completion_json(spec, model_name))
+
+    async def models(request: Request) -> Response:
+        await _record(request)
+        return JSONResponse(
+            {"object": "list", "data": [{"id": state.model, "object": "model", "created": 0, "owned_by": "fake"}]}
+        )
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+        ]
+    )
+    app.state.fake = state
+    return app

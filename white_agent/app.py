@@ -1,0 +1,52 @@
+"""Building a reference white agent and its A2A app from plain settings (used by the CLI, tests and the launcher)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+import httpx
+from starlette.applications import Starlette
+
+from white_agent.contexts import DEFAULT_MAX_CONTEXTS
+from white_agent.errors import WhiteAgentConfigError
+from white_agent.flaky import DEFAULT_NO_REPLY_S, FlakyAgent
+from white_agent.llm import LlmAgent, LlmAgentSettings
+from white_agent.replay import ReplayAgent
+from white_agent.server import create_app
+
+AgentKind = Literal["llm", "replay", "flaky"]
+AGENT_KINDS: tuple[AgentKind, ...] = ("llm", "replay", "flaky")
+
+
+def make_agent(
+    kind: str,
+    *,
+    seed: int = 0,
+    fault_rates: Mapping[str, float] | None = None,
+    llm: LlmAgentSettings | None = None,
+    max_contexts: int = DEFAULT_MAX_CONTEXTS,
+    no_reply_s: float = DEFAULT_NO_REPLY_S,
+    api_key: str | None = None,
+    http_client: httpx.AsyncClient | None = None,
+) -> ReplayAgent | LlmAgent:
+    """The agent of ``kind``; raises :class:`WhiteAgentConfigError` for an unknown kind or bad settings.
+
+    ``api_key`` and ``http_client`` only matter for ``llm`` (tests pass them; normally the key comes from the
+    environment variable named by ``llm.api_key_env``).
+    """
+    if kind == "replay":
+        return ReplayAgent(max_contexts=max_contexts)
+    if kind == "flaky":
+        return FlakyAgent(seed=seed, fault_rates=fault_rates, max_contexts=max_contexts, no_reply_s=no_reply_s)
+    if kind == "llm":
+        settings = llm or LlmAgentSettings()
+        if settings.max_contexts != max_contexts and llm is None:
+            settings = settings.model_copy(update={"max_contexts": max_contexts})
+        return LlmAgent(settings, api_key=api_key, http_client=http_client)
+    raise WhiteAgentConfigError(f"kind: unknown agent kind {kind!r}; known kinds: {', '.join(AGENT_KINDS)}")
+
+
+def create_white_agent_app(agent: ReplayAgent | LlmAgent, card_url: str) -> Starlette:
+    """The A2A app serving ``agent``, announcing ``card_url`` in its card."""
+    return create_app(agent, card_url=card_url, name=agent.card_name, description=agent.card_description)

@@ -1,0 +1,250 @@
+"""The ``llm`` white agent: a tool-calling agent over any OpenAI-compatible chat-completions endpoint.
+
+Why native tool calling: the green agent sends the tools as OpenAI function schemas in a data part, so the model
+gets them as real ``tools`` and we only translate between the harness's one-action-per-turn text protocol and the
+chat history:
+
+* first turn: system = the policy (data part, else the text before "User message:") + a short instruction;
+  the user's text becomes a ``user`` message;
+* "Tool call result:" turns become a ``tool`` message answering the pending tool call id;
+* "User message:" turns become ``user`` messages;
+* the model's first tool call becomes a ``<json>`` action (only that call is kept in the history, so the next tool
+  result answers it); plain text becomes a ``respond`` action.
+
+Memory is per A2A context id, isolated and bounded (LRU). 429/5xx/connection errors are retried with exponential
+backoff; when retries run out the turn is answered with a failed A2A Task (the agent reports its own failure).
+The API key is read from a named environment variable and never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+from pydantic import BaseModel, ConfigDict, Field
+
+from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
+from white_agent.errors import WhiteAgentConfigError
+from white_agent.protocol import GreenTurn, format_action, format_respond, normalize_tool_schema
+from white_agent.server import AgentReply
+
+logger = logging.getLogger(__name__)
+
+AGENT_INSTRUCTION = (
+    "You are the customer service agent described by the policy above. Follow the policy strictly. Use the "
+    "provided tools to look up and change information, one tool call at a time. When you want to say something to "
+    "the customer, answer with plain text instead of a tool call."
+)
+
+
+class LlmAgentSettings(BaseModel):
+    """How to reach the model. ``api_key_env`` names the environment variable holding the key (never the key)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = "gpt-4.1-mini"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    retry_base_delay_s: float = Field(default=1.0, ge=0.0)
+    retry_max_delay_s: float = Field(default=20.0, ge=0.0)
+    request_timeout_s: float = Field(default=60.0, gt=0.0)
+    max_contexts: int = Field(default=DEFAULT_MAX_CONTEXTS, ge=1)
+
+
+@dataclass
+class Conversation:
+    """One context's chat history and the tool call id the next "Tool call result:" answers."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    pending_call_id: str | None = None
+    calls_made: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def _is_retryable(error: Exception) -> bool:
+    if isinstance(error, openai.APIConnectionError):  # includes timeouts
+        return True
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code == 429 or error.status_code >= 500
+    return False
+
+
+def _retry_after_s(error: Exception) -> float | None:
+    """The server's Retry-After hint in seconds, when it sent a usable one."""
+    response = getattr(error, "response", None)
+    if response is None:
+        return None
+    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = response.headers.get(header)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            continue
+    return None
+
+
+def _describe(error: Exception) -> str:
+    """Class and HTTP status only: provider messages can echo parts of credentials."""
+    status = getattr(error, "status_code", None)
+    return f"{type(error).__name__}" + (f" (HTTP {status})" if status else "")
+
+
+class LlmAgent:
+    """The LLM-backed agent (a :class:`white_agent.server.TurnAgent`)."""
+
+    card_name = "Arena LLM white agent"
+    card_description = "Tool-calling customer-service agent over an OpenAI-compatible endpoint."
+
+    def __init__(
+        self,
+        settings: LlmAgentSettings,
+        *,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        """``api_key`` overrides the environment variable (tests); ``http_client`` lets tests pass a transport."""
+        key = api_key if api_key is not None else os.environ.get(settings.api_key_env)
+        if not key:
+            raise WhiteAgentConfigError(
+                f"api_key_env: environment variable {settings.api_key_env} is not set (the llm agent needs an API "
+                "key; local servers accept any non-empty value)"
+            )
+        self._settings = settings
+        self._client = openai.AsyncOpenAI(
+            api_key=key,
+            base_url=settings.base_url,
+            max_retries=0,
+            timeout=settings.request_timeout_s,
+            http_client=http_client,
+        )
+        self._contexts: BoundedContexts[Conversation] = BoundedContexts(settings.max_contexts)
+
+    @property
+    def contexts(self) -> BoundedContexts[Conversation]:
+        """The per-context conversations (exposed for tests and diagnostics)."""
+        return self._contexts
+
+    async def reply(self, context_id: str, turn: GreenTurn) -> AgentReply:
+        """Append the turn to the context's history, ask the model, answer with one action."""
+        conversation = self._contexts.get_or_create(context_id, lambda: Conversation(messages=[]))
+        async with conversation.lock:
+            mark = len(conversation.messages)
+            pending_before = conversation.pending_call_id
+            self._append_turn(conversation, turn)
+            try:
+                message = await self._complete(conversation)
+            except (openai.OpenAIError, httpx.HTTPError) as error:
+                # Every endpoint failure becomes the agent's own failure report; the turn is undone.
+                del conversation.messages[mark:]
+                conversation.pending_call_id = pending_before
+                logger.warning("model call failed for a context: %s", _describe(error))
+                return AgentReply(
+                    f"The language model endpoint failed: {_describe(error)}; giving up after "
+                    f"{self._settings.max_retries + 1} attempt(s).",
+                    kind="task_failed",
+                )
+            return self._answer(conversation, message)
+
+    def _append_turn(self, conversation: Conversation, turn: GreenTurn) -> None:
+        if turn.kind == "first" or not conversation.messages:
+            policy = turn.policy or ""
+            system = f"{policy}\n\n{AGENT_INSTRUCTION}" if policy else AGENT_INSTRUCTION
+            conversation.messages[:] = [{"role": "system", "content": system}]
+            conversation.pending_call_id = None
+            if turn.tools:
+                tools = [t for t in (normalize_tool_schema(x) for x in turn.tools) if t is not None]
+                conversation.tools = tools or None
+            if turn.kind == "first":
+                conversation.messages.append({"role": "user", "content": turn.content})
+                return
+        if turn.kind == "tool_result" and conversation.pending_call_id is not None:
+            conversation.messages.append(
+                {"role": "tool", "tool_call_id": conversation.pending_call_id, "content": turn.content}
+            )
+            conversation.pending_call_id = None
+            return
+        if conversation.pending_call_id is not None:
+            # A user message while a tool call is unanswered: close the call so the history stays valid.
+            conversation.messages.append(
+                {"role": "tool", "tool_call_id": conversation.pending_call_id, "content": "(no result)"}
+            )
+            conversation.pending_call_id = None
+        if turn.kind == "tool_result":  # no call to answer: keep it readable as text
+            content = f"Tool call result:\n{turn.content}"
+        elif turn.kind == "user":
+            content = turn.content
+        else:
+            content = turn.text
+        conversation.messages.append({"role": "user", "content": content})
+
+    async def _complete(self, conversation: Conversation) -> Any:
+        """One chat completion with retries on 429/5xx/connection errors."""
+        kwargs: dict[str, Any] = {
+            "model": self._settings.model,
+            "messages": conversation.messages,
+            "temperature": self._settings.temperature,
+        }
+        if conversation.tools:
+            kwargs["tools"] = conversation.tools
+        attempt = 0
+        while True:
+            try:
+                completion = await self._client.chat.completions.create(**kwargs)
+                return completion.choices[0].message
+            except (openai.APIStatusError, openai.APIConnectionError) as error:
+                if not _is_retryable(error) or attempt >= self._settings.max_retries:
+                    raise
+                delay = min(self._settings.retry_max_delay_s, self._settings.retry_base_delay_s * (2**attempt))
+                hint = _retry_after_s(error)
+                if hint is not None:
+                    delay = min(self._settings.retry_max_delay_s, max(delay, hint))
+                logger.info("model call failed (%s), retry %d in %.2fs", _describe(error), attempt + 1, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    def _answer(self, conversation: Conversation, message: Any) -> AgentReply:
+        tool_calls = list(message.tool_calls or [])
+        if tool_calls:
+            call = tool_calls[0]
+            conversation.calls_made += 1
+            call_id = call.id or f"call_{conversation.calls_made}"
+            raw_arguments = call.function.arguments or "{}"
+            try:
+                arguments = json.loads(raw_arguments)
+            except json.JSONDecodeError:
+                arguments = {}
+            if not isinstance(arguments, dict):
+                arguments = {}
+            conversation.messages.append(
+                {
+                    "role": "assistant",
+                    "content": message.content or None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": call.function.name, "arguments": raw_arguments},
+                        }
+                    ],
+                }
+            )
+            conversation.pending_call_id = call_id
+            return AgentReply(format_action(call.function.name, arguments))
+        text = message.content or ""
+        conversation.messages.append({"role": "assistant", "content": text})
+        return AgentReply(format_respond(text))
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.close()

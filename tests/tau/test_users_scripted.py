@@ -1,0 +1,172 @@
+"""The scripted user's documented rules, and its goal: the replay reference agent ends with user_stop and scores 1."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from green_agent.config import UserSimulatorConfig
+from green_agent.tau.environment import AttemptEnvironment
+from green_agent.tau.scoring import ScoringPool
+from green_agent.tau.tasks import load_tasks, resolve_task
+from green_agent.tau.users import ScriptedUser, UserTurn, first_person, make_user
+from tests.tau.conftest import (
+    ENDED,
+    STARTED,
+    communicate_info,
+    final_statement,
+    gold_actions,
+)
+
+STOP = "###STOP###"
+
+
+@pytest.mark.parametrize(
+    ("second", "first"),
+    [
+        ("You are mei_kovacs_8020 in zipcode 28236.", "I am mei_kovacs_8020 in zipcode 28236."),
+        ("You do not remember your email address", "I do not remember my email address"),
+        ("Your name is James Lee.", "My name is James Lee."),
+        ("It was given to you by your friend and you love it.", "It was given to me by my friend and I love it."),
+        ("You're in a hurry, but you'll wait.", "I'm in a hurry, but I'll wait."),
+    ],
+)
+def test_first_person(second: str, first: str) -> None:
+    assert first_person(second) == first
+
+
+async def test_opening_states_reason_and_known_info_without_agent_instructions() -> None:
+    user = ScriptedUser(resolve_task("retail", "test", 0))
+    turn = await user.opening()
+    assert not turn.stop
+    assert "I want to exchange the water bottle and the desk lamp." in turn.text
+    assert "I am mei_kovacs_8020 in zipcode 28236." in turn.text
+    assert "agent" not in turn.text  # "If the agent asks for confirmation, ..." is for a simulator, not said
+    assert "You " not in turn.text
+
+
+async def test_statement_ends_the_conversation() -> None:
+    user = ScriptedUser(resolve_task("retail", "test", 0))
+    await user.opening()
+    turn = await user.reply("Your exchange has been processed.")
+    assert turn == UserTurn(text=f"Thank you, that's all I needed. {STOP}", stop=True, stop_token=STOP)
+
+
+async def test_identification_question_gets_known_info() -> None:
+    user = ScriptedUser(resolve_task("airline", "test", 3))
+    turn = await user.reply("Could you tell me your user id?")
+    assert "My user id is james_lee_6136." in turn.text
+    assert not turn.stop
+
+
+async def test_question_about_unknown_info_gets_i_dont_know() -> None:
+    user = ScriptedUser(resolve_task("retail", "test", 0))  # unknown_info: does not remember the email address
+    turn = await user.reply("What is your email address?")
+    assert turn.text.startswith("I'm sorry, I don't know that: I do not remember my email address.")
+    both = await user.reply("Please provide your email, or your name and zip code.")
+    assert "I do not remember my email address." in both.text and "zipcode 28236" in both.text
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "I will exchange the lamp for item 123. Can you confirm?",
+        "Would you like to proceed?",
+        "Shall I go ahead with the return (yes/no)?",
+        "Is that correct?",
+    ],
+)
+async def test_confirmation_gets_yes(question: str) -> None:
+    user = ScriptedUser(resolve_task("retail", "test", 0))
+    assert await user.reply(question) == UserTurn(text="Yes.")
+
+
+async def test_other_questions_repeat_the_request() -> None:
+    user = ScriptedUser(resolve_task("retail", "test", 0))
+    turn = await user.reply("Which item do you want to return?")
+    assert "I want to exchange the water bottle" in turn.text and "mei_kovacs_8020" in turn.text
+
+
+async def test_requests_without_question_mark_are_questions() -> None:
+    user = ScriptedUser(resolve_task("airline", "test", 3))
+    turn = await user.reply("Please provide your reservation number.")
+    assert "XEWRD9" in turn.text and not turn.stop
+
+
+async def test_transfer_gets_transfer_token() -> None:
+    user = ScriptedUser(resolve_task("airline", "test", 3))
+    turn = await user.reply("I am transferring you to a human agent now.")
+    assert turn.stop and turn.stop_token == "###TRANSFER###"
+
+
+async def test_stops_after_max_user_turns() -> None:
+    user = ScriptedUser(resolve_task("retail", "test", 0), max_user_turns=3)
+    await user.opening()
+    assert not (await user.reply("Is that correct?")).stop
+    assert not (await user.reply("Is that correct?")).stop
+    last = await user.reply("Is that correct?")
+    assert last.stop and last.stop_token == STOP
+
+
+async def test_named_device_tool_is_run_on_the_environment() -> None:
+    ref = resolve_task("telecom", "test", 0)
+    env = await AttemptEnvironment.create(ref)
+    user = ScriptedUser(ref, environment=env)
+    turn = await user.reply("Please run toggle_data_saver_mode on your phone.")
+    assert turn.text.startswith("I ran toggle_data_saver_mode. It returned: Data Saver Mode is now OFF.")
+    assert not turn.stop
+    call = env.trajectory_records()[1]
+    assert call["role"] == "user" and call["tool_calls"][0]["name"] == "toggle_data_saver_mode"
+
+
+@settings(max_examples=60, deadline=None)
+@given(message=st.text(max_size=200))
+def test_rules_are_deterministic_and_never_empty(message: str) -> None:
+    ref = resolve_task("retail", "test", 5)
+
+    async def play() -> list[UserTurn]:
+        user = ScriptedUser(ref, max_user_turns=4)
+        return [await user.opening(), await user.reply(message), await user.reply(message)]
+
+    first, second = asyncio.run(play()), asyncio.run(play())
+    assert first == second
+    assert all(turn.text.strip() for turn in first)
+
+
+def test_make_user_builds_the_scripted_user() -> None:
+    user = make_user(resolve_task("retail", "test", 0), UserSimulatorConfig(kind="scripted", max_user_turns=5), None)
+    assert isinstance(user, ScriptedUser)
+
+
+async def _replay_with_scripted_user(domain: str, index: int) -> tuple[UserTurn, dict]:
+    """The replay reference agent's conversation: opening, one gold action per turn, one final statement."""
+    ref = resolve_task(domain, "test", index)
+    env = await AttemptEnvironment.create(ref)
+    user = ScriptedUser(ref, environment=env)
+    opening = await user.opening()
+    env.record_user_text(opening.text)
+    for name, arguments, requestor in gold_actions(ref):
+        await env.call_tool(name, arguments, requestor=requestor)  # type: ignore[arg-type]
+    final = final_statement(communicate_info(ref))
+    env.record_assistant_text(final)
+    turn = await user.reply(final)
+    env.record_user_text(turn.text)
+    return turn, env.simulation("user_stop" if turn.stop else "max_steps", started_at=STARTED, ended_at=ENDED)
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+async def test_replay_agent_always_ends_with_user_stop(domain: str) -> None:
+    for index in range(len(load_tasks(domain, "test"))):
+        turn, _ = await _replay_with_scripted_user(domain, index)
+        assert turn.stop and turn.stop_token in ("###STOP###", "###TRANSFER###"), (domain, index, turn)
+
+
+@pytest.mark.parametrize(("domain", "index"), [("retail", 9), ("airline", 5)])
+async def test_replay_agent_with_scripted_user_scores_one(scoring_pool: ScoringPool, domain: str, index: int) -> None:
+    turn, simulation = await _replay_with_scripted_user(domain, index)
+    assert turn.stop
+    breakdown = await scoring_pool.score(resolve_task(domain, "test", index), simulation)
+    assert breakdown.reward == 1.0

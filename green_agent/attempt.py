@@ -9,6 +9,7 @@ from n and reported). The attempt never raises for any of these: it always retur
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -81,11 +82,6 @@ class _Phase:
         self.author, self.what = author, what
 
 
-def task_key(ref: TaskRef) -> str:
-    """``domain/split/index``: the task's key in summaries (matches AttemptResult.task_key)."""
-    return f"{ref.domain}/{ref.split or '-'}/{ref.index}"
-
-
 def calibration_metadata(spec: AttemptSpec) -> dict[str, Any]:
     """What a calibration agent may learn about the attempt (sent only when the battle sets calibration)."""
     return {
@@ -105,16 +101,21 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     started_at, t0 = utc_now(), time.perf_counter()
     phase = _Phase()
     env: AttemptEnvironment | None = None
+    user: SimulatedUser | None = None
     steps = 0
     stop: EarlyStop | None = None
     termination = ""
     cfg = deps.config
 
     async def play() -> str:
-        nonlocal env, steps
+        nonlocal env, user
         phase.set(FaultAuthor.ENVIRONMENT, "building the tau2 environment")
         env = await AttemptEnvironment.create(spec.ref)
-        user: SimulatedUser = make_user(spec.ref, cfg.user_simulator, env, api_key=deps.user_api_key)
+        user = make_user(spec.ref, cfg.user_simulator, env, api_key=deps.user_api_key)
+        return await converse(env, user)
+
+    async def converse(env: AttemptEnvironment, user: SimulatedUser) -> str:
+        nonlocal steps
         phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user's opening")
         opening = await user.opening()
         env.record_user_text(opening.text)
@@ -156,38 +157,16 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     try:
         async with deadline:
             termination = await play()
-    except _Stopped as stopped:
-        stop = stopped.stop
-    except WhiteAgentTimeout as error:
-        stop = EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
-                         f"turn time limit ({cfg.turn_timeout_s:g} s) exceeded at step {steps + 1}: {error}", "agent_error")
-    except WhiteAgentCommunicationError as error:
-        stop = EarlyStop(FailureCategory.COMMUNICATION_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
-    except WhiteAgentReportedFailure as error:
-        stop = EarlyStop(FailureCategory.WHITE_AGENT_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
-    except ActionParseError as error:
-        stop = EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT,
-                         f"reply at step {steps} is not an action: {error}", "agent_error")
-    except UserSimulatorError as error:
-        stop = EarlyStop(FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR, str(error), "user_error")
-    except TimeoutError as error:
-        if not deadline.expired():
-            stop = EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS,
-                             f"unexpected timeout while {phase.what}: {error}", "too_many_errors")
-        else:
-            # The attempt deadline: blame whoever we were waiting on (a slow user simulator is not the agent's fault).
-            category = {
-                FaultAuthor.WHITE_AGENT: FailureCategory.TIMEOUT,
-                FaultAuthor.USER_SIMULATOR: FailureCategory.USER_SIMULATOR_ERROR,
-            }.get(phase.author, FailureCategory.HARNESS_ERROR)
-            stop = EarlyStop(category, phase.author,
-                             f"attempt time limit ({cfg.attempt_timeout_s:g} s) hit while {phase.what}", "max_steps")
     except asyncio.CancelledError:
         raise
-    except Exception as error:  # noqa: BLE001 - a harness bug must become a reported infrastructure error
-        log.exception("attempt %s/%s crashed in the harness", task_key(spec.ref), spec.attempt)
-        stop = EarlyStop(FailureCategory.HARNESS_ERROR, phase.author if phase.author is not FaultAuthor.WHITE_AGENT
-                         else FaultAuthor.HARNESS, f"{type(error).__name__} while {phase.what}: {error}", "too_many_errors")
+    except Exception as error:  # noqa: BLE001 - every failure becomes a classified result, never an escape
+        stop = _stop_for(error, phase=phase, deadline_expired=deadline.expired(), config=cfg, steps=steps)
+        if stop.category is FailureCategory.HARNESS_ERROR:
+            log.error("attempt %s/%s: %s", spec.ref.key, spec.attempt, stop.detail, exc_info=error)
+    finally:
+        if user is not None:
+            with contextlib.suppress(Exception):
+                await user.aclose()
 
     ended_at = utc_now()
     termination = stop.termination_reason if stop else termination
@@ -228,6 +207,36 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     if env is not None and deps.trajectories_dir is not None:
         result.trajectory_file = await _write_trajectory(deps.trajectories_dir, spec, env, result)
     return result
+
+
+def _stop_for(error: Exception, *, phase: _Phase, deadline_expired: bool, config: BattleConfig, steps: int) -> EarlyStop:
+    """Attribute an exception that ended the attempt to the party that caused it."""
+    if isinstance(error, _Stopped):
+        return error.stop
+    if isinstance(error, WhiteAgentTimeout):
+        return EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
+                         f"turn time limit ({config.turn_timeout_s:g} s) exceeded at step {steps + 1}: {error}",
+                         "agent_error")
+    if isinstance(error, WhiteAgentCommunicationError):
+        return EarlyStop(FailureCategory.COMMUNICATION_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
+    if isinstance(error, WhiteAgentReportedFailure):
+        return EarlyStop(FailureCategory.WHITE_AGENT_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
+    if isinstance(error, ActionParseError):
+        return EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT,
+                         f"reply at step {steps} is not an action: {error}", "agent_error")
+    if isinstance(error, UserSimulatorError):
+        return EarlyStop(FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR, str(error), "user_error")
+    if isinstance(error, TimeoutError) and deadline_expired:
+        # The attempt deadline: blame whoever we were waiting on (a slow user simulator is not the agent's fault).
+        category = {
+            FaultAuthor.WHITE_AGENT: FailureCategory.TIMEOUT,
+            FaultAuthor.USER_SIMULATOR: FailureCategory.USER_SIMULATOR_ERROR,
+        }.get(phase.author, FailureCategory.HARNESS_ERROR)
+        return EarlyStop(category, phase.author,
+                         f"attempt time limit ({config.attempt_timeout_s:g} s) hit while {phase.what}", "max_steps")
+    author = FaultAuthor.HARNESS if phase.author is FaultAuthor.WHITE_AGENT else phase.author
+    return EarlyStop(FailureCategory.HARNESS_ERROR, author,
+                     f"{type(error).__name__} while {phase.what}: {error}", "too_many_errors")
 
 
 class _Stopped(Exception):

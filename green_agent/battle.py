@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from green_agent.attempt import AttemptDeps, AttemptSpec, run_attempt, task_key
+from green_agent.attempt import AttemptDeps, AttemptSpec, run_attempt
 from green_agent.config import BattleConfig
 from green_agent.events import BattleEvent, EventSink, fan_out, utc_now
 from green_agent.metrics import summarize_trials
@@ -100,7 +100,7 @@ class Battle:
             f"🎯 Starting pass@{cfg.k} evaluation: {len(refs)} task(s) x {cfg.k} attempts"
             + (" [CALIBRATION]" if cfg.calibration else ""),
             attempts_total=self.attempts_total,
-            tasks=[task_key(r) for r in refs],
+            tasks=[r.key for r in refs],
             k=cfg.k,
             calibration=cfg.calibration,
             seed=cfg.seed,
@@ -118,7 +118,7 @@ class Battle:
 
         async def one(ref: TaskRef, attempt: int) -> AttemptResult:
             async with gate:
-                key = task_key(ref)
+                key = ref.key
                 if key not in announced:
                     announced.add(key)
                     await self.emit("task_started", f"🎯 Starting pass@{cfg.k} evaluation ({ref.domain} task "
@@ -156,7 +156,7 @@ class Battle:
         return result
 
     def _assemble(self, refs: list[TaskRef], attempts: list[AttemptResult], started_at: str, seconds: float) -> BattleResult:
-        trials: dict[str, list[bool | None]] = {task_key(r): [] for r in refs}
+        trials: dict[str, list[bool | None]] = {r.key: [] for r in refs}
         for a in attempts:
             trials[a.task_key].append(a.trial_outcome)
         summary = summarize_trials(trials, k_max=self.config.k, seed=self.config.seed)

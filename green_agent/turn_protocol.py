@@ -1,0 +1,354 @@
+"""The turn protocol between the green agent and the white agent: what we send, and how we read the reply.
+
+Why a pure module: the wording of the messages and the leniency of the reply parser decide which attempts count as
+``format_error``. Keeping both free of I/O makes every accepted form and every rejection testable in isolation,
+and lets the attempt loop treat "could not parse" as one precise, explained exception (:class:`ActionParseError`).
+
+Green -> white, one A2A text message per turn:
+
+* first turn: the domain policy, the tool schemas as JSON, :data:`REPLY_FORMAT`, then ``"User message: <text>"``
+  (:func:`build_first_message`; :func:`build_first_data` gives the same content as a data part);
+* later turns: ``"Tool call result:\\n<output verbatim>"`` (:func:`tool_result_message`) or
+  ``"User message:\\n<text>"`` (:func:`user_message`).
+
+White -> green: exactly one action per reply, ``{"name": <tool name> | "respond", "arguments": {...}}``
+(``"kwargs"`` is a synonym of ``"arguments"``). :func:`parse_action` accepts, in this order of precedence:
+
+1. ``data``   -- an A2A data part that is an action object (it has ``"name"`` and ``"arguments"`` or ``"kwargs"``);
+   data parts win over the text (which is then not read) because they are unambiguous;
+2. ``bare``   -- the whole text is one JSON object (whitespace around it allowed), whatever its strings contain;
+3. ``tag``    -- ``<json>...</json>`` (tag name case-insensitive, whitespace allowed inside the tags, the content
+   may itself be a fenced block; a ``</json>`` inside a JSON string does not end the tag);
+4. ``fenced`` -- a Markdown fence `````json ... ````` or a plain ````` ... ````` fence holding an object (fences
+   of code in other languages are ignored);
+5. ``bare``   -- the only JSON object in the prose, or the only one that has a ``"name"`` key (other objects, e.g.
+   quoted data, are ignored; an object that is broken JSON is reported, never skipped).
+
+The same action repeated (twice in tags, in two data parts) is one action; two *different* actions in one reply
+are ambiguous and rejected.
+
+Argument rules: missing or ``null`` arguments of a tool call mean ``{}``; arguments given as a JSON-encoded string
+(a habit of some LLMs) are decoded; ``"respond"`` requires ``{"content": <string>}``. Values are kept as given:
+numbers from A2A data parts arrive as floats (protobuf ``Struct``); the environment's tool validation decides
+whether ``3.0`` is acceptable where ``3`` is expected.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+RESPOND = "respond"
+"""The action name whose ``arguments["content"]`` goes to the user instead of a tool."""
+
+TOOL_RESULT_PREFIX = "Tool call result:"
+USER_MESSAGE_PREFIX = "User message:"
+
+REPLY_FORMAT = """\
+Reply format: answer every message with exactly ONE action, written as a JSON object inside <json></json> tags:
+
+<json>{"name": "<tool name>", "arguments": {<the tool's arguments>}}</json>
+
+- To call a tool, use the tool's name and its arguments as described by its JSON schema above.
+- To send a message to the user, use the name "respond" with the text in "content":
+  <json>{"name": "respond", "arguments": {"content": "<your message to the user>"}}</json>
+- "kwargs" is accepted as a synonym of "arguments".
+- One action per reply. After a tool call you receive "Tool call result:" followed by the tool's output; after a
+  "respond" you receive "User message:" followed by the user's answer."""
+"""The reply-format instructions sent in the first message of every attempt."""
+
+ActionSource = Literal["tag", "fenced", "bare", "data"]
+
+
+class Action(BaseModel):
+    """One action of the white agent: a tool call, or ``respond`` with ``{"content": ...}`` for the user."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    arguments: dict[str, Any]
+    source: ActionSource
+
+    @property
+    def is_respond(self) -> bool:
+        """True when the action is a message to the user rather than a tool call."""
+        return self.name == RESPOND
+
+    @property
+    def content(self) -> str | None:
+        """The text for the user of a ``respond`` action (None for tool calls)."""
+        return self.arguments.get("content") if self.is_respond else None
+
+
+class ActionParseError(ValueError):
+    """The reply is not exactly one well-formed action; ``reason`` says precisely why (for the failure detail)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Green -> white
+
+
+def build_first_message(policy: str, tools: list[dict[str, Any]], user_text: str) -> str:
+    """The first message of an attempt: policy, tool schemas as JSON, reply format, then the user's first words."""
+    tools_json = json.dumps(tools, indent=2, ensure_ascii=False)
+    return (
+        f"{policy.strip()}\n\n"
+        f"Tools you can call (JSON schemas):\n{tools_json}\n\n"
+        f"{REPLY_FORMAT}\n\n"
+        f"{USER_MESSAGE_PREFIX} {user_text}"
+    )
+
+
+def build_first_data(policy: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first message's structured twin, sent as an A2A data part so agents need not re-parse the text."""
+    return {"policy": policy, "tools": tools, "reply_format": REPLY_FORMAT}
+
+
+def tool_result_message(output: str) -> str:
+    """A tool's output, verbatim, for the white agent."""
+    return f"{TOOL_RESULT_PREFIX}\n{output}"
+
+
+def user_message(text: str) -> str:
+    """The simulated user's words for the white agent."""
+    return f"{USER_MESSAGE_PREFIX}\n{text}"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# White -> green
+
+_TAG_OPEN = re.compile(r"<\s*json\s*>", re.IGNORECASE)
+_TAG_CLOSE = re.compile(r"<\s*/\s*json\s*>", re.IGNORECASE)
+_FENCE_OPEN = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\r?\n?")
+_FENCE_CLOSE = re.compile(r"```")
+_JSON_FENCE_LANGS = frozenset({"json", "json5", "jsonc"})
+
+_decoder = json.JSONDecoder()
+
+
+def _describe_decode_error(error: json.JSONDecodeError, where: str) -> str:
+    return f"invalid JSON {where}: {error.msg} at line {error.lineno} column {error.colno}"
+
+
+def _strip_inner_fence(content: str) -> str:
+    """Tag content sometimes wraps the object in a Markdown fence: keep what is inside it."""
+    stripped = content.strip()
+    match = _FENCE_OPEN.match(stripped)
+    if match and stripped.endswith("```") and len(stripped) >= match.end() + 3:
+        return stripped[match.end() : -3].strip()
+    return stripped
+
+
+def _delimited_json(
+    text: str, opener: re.Pattern[str], closer: re.Pattern[str], *, kind: Literal["tag", "fenced"]
+) -> tuple[list[Any], str | None]:
+    """JSON values between delimiters (tags or fences), and the decode error of the first broken block.
+
+    A closing delimiter inside a JSON string (``"</json>"``, three backticks) must not cut the value short, so for
+    each opening the closings are tried in order and the first one that leaves valid JSON wins. A block that never
+    becomes valid JSON is reported by the error (the first such block). Fences in another language, and plain
+    fences that do not hold an object, are not actions and are skipped; unclosed blocks are left to the bare scan.
+    """
+    values: list[Any] = []
+    first_error: str | None = None
+    position = 0
+    index = 0
+    while (opening := opener.search(text, position)) is not None:
+        closings = list(closer.finditer(text, opening.end()))
+        if not closings:
+            break
+        index += 1
+        position = closings[0].end()
+        language = opening.group(1).lower() if kind == "fenced" else ""
+        if language and language not in _JSON_FENCE_LANGS:
+            continue
+        error: json.JSONDecodeError | None = None
+        for closing in closings:
+            raw = text[opening.end() : closing.start()]
+            content = _strip_inner_fence(raw) if kind == "tag" else raw.strip()
+            if kind == "fenced" and not language and not content.startswith("{"):
+                break
+            try:
+                values.append(json.loads(content))
+            except json.JSONDecodeError as exc:
+                error = error or exc
+                continue
+            position = closing.end()
+            error = None
+            break
+        if error is not None and first_error is None:
+            where = f"inside <json> tag #{index}" if kind == "tag" else f"in fenced block #{index}"
+            first_error = _describe_decode_error(error, where)
+    return values, first_error
+
+
+def _looks_like_object(text: str, position: int) -> bool:
+    """A '{' followed by a quote starts what was meant as a JSON object (prose braces usually are not)."""
+    return text[position + 1 :].lstrip().startswith('"')
+
+
+def _scan_objects(text: str) -> tuple[list[dict[str, Any]], str | None]:
+    """Top-level JSON objects embedded in prose, and a description of the first broken one (if any).
+
+    After a failed decode the scan resumes where the decoder gave up, so objects nested in a broken object (its
+    ``arguments``, say) are never mistaken for actions of their own.
+    """
+    objects: list[dict[str, Any]] = []
+    problem: str | None = None
+    position = text.find("{")
+    while position != -1:
+        try:
+            value, end = _decoder.raw_decode(text, position)
+        except json.JSONDecodeError as error:
+            if problem is None and _looks_like_object(text, position):
+                line = text.count("\n", 0, position) + 1
+                column = position - (text.rfind("\n", 0, position) + 1) + 1
+                problem = (
+                    f"invalid JSON in the object starting at line {line} column {column} of the reply: "
+                    f"{error.msg} at line {error.lineno} column {error.colno}"
+                )
+            position = text.find("{", max(position + 1, error.pos))
+            continue
+        objects.append(value)
+        position = text.find("{", end)
+    return objects, problem
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _to_action(value: Any, source: ActionSource) -> Action:
+    """Validate one decoded JSON value as an action (the rules in the module docstring)."""
+    if not isinstance(value, dict):
+        raise ActionParseError(f"the action must be a JSON object, got {_type_name(value)}")
+    if "name" not in value:
+        raise ActionParseError('the action object has no "name"')
+    name = value["name"]
+    if not isinstance(name, str):
+        raise ActionParseError(f'"name" must be a string, got {_type_name(name)}')
+    if not name.strip():
+        raise ActionParseError('"name" is empty')
+
+    has_arguments, has_kwargs = "arguments" in value, "kwargs" in value
+    if has_arguments and has_kwargs and value["arguments"] != value["kwargs"]:
+        raise ActionParseError('both "arguments" and "kwargs" are given, with different values')
+    key = "kwargs" if has_kwargs and not has_arguments else "arguments"
+    present = has_arguments or has_kwargs
+    arguments = value.get(key)
+    if isinstance(arguments, str):
+        if not arguments.strip():
+            arguments = None
+        else:
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as error:
+                raise ActionParseError(_describe_decode_error(error, f'in the string value of "{key}"')) from None
+            if not isinstance(arguments, dict):
+                raise ActionParseError(
+                    f'"{key}" is a string holding JSON {_type_name(arguments)}, expected a JSON object'
+                )
+    if arguments is None:
+        if name == RESPOND:
+            missing = "is null" if present else "is missing"
+            raise ActionParseError(f'"respond" needs "arguments": {{"content": <string>}}, but "{key}" {missing}')
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ActionParseError(f'"{key}" must be a JSON object, got {_type_name(arguments)}')
+    if name == RESPOND:
+        if "content" not in arguments:
+            raise ActionParseError('"respond" needs "arguments": {"content": <string>}; "content" is missing')
+        if not isinstance(arguments["content"], str):
+            raise ActionParseError(f'"respond" content must be a string, got {_type_name(arguments["content"])}')
+    return Action(name=name, arguments=arguments, source=source)
+
+
+def _single(actions: list[Action], where: str) -> Action:
+    """One action out of several identical ones; different ones are ambiguous."""
+    first = actions[0]
+    for other in actions[1:]:
+        if (other.name, other.arguments) != (first.name, first.arguments):
+            raise ActionParseError(
+                f"several different actions {where} ({first.name!r} and {other.name!r}); send exactly one per reply"
+            )
+    return first
+
+
+def _is_data_action(part: Any) -> bool:
+    return isinstance(part, dict) and "name" in part and ("arguments" in part or "kwargs" in part)
+
+
+def parse_action(text: str | None, data_parts: list[dict[str, Any]]) -> Action:
+    """Read the one action of a white-agent reply, or raise :class:`ActionParseError` saying precisely why not.
+
+    ``data_parts`` are the reply's A2A data parts; when one of them is an action object it wins and the text is
+    not read at all.
+    """
+    data_actions = [_to_action(part, "data") for part in data_parts if _is_data_action(part)]
+    if data_actions:
+        return _single(data_actions, "in the data parts")
+    text = text or ""
+    if not text.strip():
+        if data_parts:
+            raise ActionParseError(
+                'the reply has no text and its data parts hold no action (an object with "name" and "arguments")'
+            )
+        raise ActionParseError("the reply is empty")
+    return _parse_text(text)
+
+
+def _parse_text(text: str) -> Action:
+    # The whole reply being one JSON value is unambiguous, whatever its strings contain (tags, fences).
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    else:
+        if not isinstance(whole, dict):
+            raise ActionParseError(f"the reply is JSON {_type_name(whole)}, expected an action object")
+        return _to_action(whole, "bare")
+
+    tag_values, tag_error = _delimited_json(text, _TAG_OPEN, _TAG_CLOSE, kind="tag")
+    if tag_error is not None:
+        raise ActionParseError(tag_error)
+    if tag_values:
+        return _single([_to_action(v, "tag") for v in tag_values], "in <json> tags")
+
+    fence_values, fence_error = _delimited_json(text, _FENCE_OPEN, _FENCE_CLOSE, kind="fenced")
+    if fence_error is not None:
+        raise ActionParseError(fence_error)
+    if fence_values:
+        return _single([_to_action(v, "fenced") for v in fence_values], "in fenced blocks")
+
+    objects, problem = _scan_objects(text)
+    if problem is not None:
+        raise ActionParseError(problem)
+    named = [o for o in objects if "name" in o]
+    if named:
+        return _single([_to_action(o, "bare") for o in named], "in the reply")
+    if len(objects) == 1:
+        return _to_action(objects[0], "bare")
+    if objects:
+        raise ActionParseError(f'the reply holds {len(objects)} JSON objects and none of them has a "name"')
+    raise ActionParseError(
+        "no JSON action found in the reply (expected <json>{...}</json>, a ```json block or a bare JSON object)"
+    )

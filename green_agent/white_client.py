@@ -1,0 +1,460 @@
+"""The green agent's A2A client for the white agent: one call per turn, every failure classified.
+
+Why a module of its own: the failure taxonomy depends on telling apart "the white agent was slow" (timeout), "we
+could not talk to it" (communication error) and "it told us it failed" (reported failure). The a2a-sdk raises a
+zoo of exceptions (httpx errors wrapped in ``A2AClientError``, JSON-RPC errors mapped to ``A2AError`` subclasses,
+``ValueError``/pydantic errors for malformed replies); :class:`WhiteAgentClient` turns every one of them into one of
+three exception classes, all :class:`WhiteAgentError`, so the attempt loop never sees an SDK exception.
+
+Decisions (documented because they shape the failure breakdown):
+
+* **JSON-RPC errors are communication errors** (:class:`WhiteAgentCommunicationError`, ``kind="jsonrpc"``), also
+  -32603 "internal error" that an a2a-sdk server returns when the agent's executor raises. Only a *Task* that the
+  agent deliberately put in ``failed``, ``rejected``, ``canceled`` or ``auth_required`` state is a
+  :class:`WhiteAgentReportedFailure` (the seed's ``white_agent_error``).
+* Replies: a Message, or a Task in ``completed`` / ``input_required`` (or unspecified) state. The reply text is the
+  task's status-message text followed by its artifacts' text; when a task has neither, the last agent message of
+  its history. A Task still ``submitted``/``working`` (an agent that returned early) is polled with ``GetTask``
+  until it settles, within the same turn time limit.
+* Data parts are returned as the SDK decodes them: **numbers come back as floats** (protobuf ``Struct`` stores
+  doubles; ``3`` arrives as ``3.0``). Non-object data parts are wrapped as ``{"value": ...}``.
+* Every turn sends a NEW message id and the context id the caller gives (one per attempt); a task id is never sent
+  (reusing a finished task fails with -32004), and the context id the agent echoes is only reported.
+* The agent card is fetched once, lazily on the first :meth:`WhiteAgentClient.send` (or eagerly with
+  :meth:`WhiteAgentClient.connect`); a failed fetch is not cached, so each attempt against an unreachable agent
+  fails on its own as a communication error. The SDK picks the 0.3 (legacy ``message/send``) or 1.0
+  (``SendMessage`` + ``A2A-Version: 1.0``) transport from the card.
+* ``metadata`` is sent both as the message's metadata and as the request's metadata: agents built on different
+  SDK versions read one or the other.
+* When you pass your own ``httpx_client``, the a2a-sdk's ``ClientFactory`` sets its default ``A2A-Version``
+  header (``setdefault``; the 0.3 transport overrides it per request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import uuid
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import httpx
+from a2a.client import (
+    A2ACardResolver,
+    A2AClientError,
+    A2AClientTimeoutError,
+    AgentCardResolutionError,
+    Client,
+    ClientCallContext,
+    ClientConfig,
+    ClientFactory,
+)
+from a2a.helpers import get_data_parts, get_text_parts, new_data_part
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
+from pydantic import BaseModel, ConfigDict, Field
+
+logger = logging.getLogger(__name__)
+
+_FAILURE_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_REJECTED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_AUTH_REQUIRED,
+    }
+)
+_PENDING_STATES = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+_JSONRPC_CODE_IN_MESSAGE = re.compile(r"JSON-RPC Error (-?\d+)")
+
+
+def state_name(state: int) -> str:
+    """``TASK_STATE_INPUT_REQUIRED`` -> ``"input_required"`` (stable, readable, version independent)."""
+    try:
+        return TaskState.Name(state).removeprefix("TASK_STATE_").lower()
+    except ValueError:
+        return f"unknown_{state}"
+
+
+class WhiteReply(BaseModel):
+    """What the white agent answered in one turn (content only; the caller parses the action)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    """All text of the reply, parts joined with newlines (see the module docstring for Tasks)."""
+    data_parts: list[dict[str, Any]] = Field(default_factory=list)
+    """Data parts of the reply (numbers as floats)."""
+    kind: Literal["message", "task"]
+    task_state: str | None = None
+    """For Task replies: ``completed``, ``input_required``, ... (see :func:`state_name`)."""
+    echoed_context_id: str | None = None
+    """The context id the agent put on its reply (diagnostics only; never reused)."""
+    task_id: str | None = None
+
+
+CommunicationKind = Literal["card", "connect", "network", "http_status", "jsonrpc", "invalid_response", "unexpected"]
+
+
+class WhiteAgentError(Exception):
+    """Base class: talking to the white agent failed in one of the ways below."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class WhiteAgentTimeout(WhiteAgentError):
+    """No complete reply within the turn time limit (``failure: timeout``, detail says per-turn limit)."""
+
+    def __init__(self, detail: str, *, timeout_s: float) -> None:
+        super().__init__(detail)
+        self.timeout_s = timeout_s
+
+
+class WhiteAgentCommunicationError(WhiteAgentError):
+    """We could not exchange a well-formed A2A request/reply (``failure: communication_error``).
+
+    ``kind``: ``card`` (agent card unreachable or invalid), ``connect`` (connection refused / host unreachable),
+    ``network`` (connection reset or closed mid-request), ``http_status`` (non-2xx answer), ``jsonrpc`` (a JSON-RPC
+    error object, e.g. -32603 when the agent's executor raised), ``invalid_response`` (not a valid A2A reply),
+    ``unexpected`` (anything else the SDK raised).
+    """
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        kind: CommunicationKind,
+        status_code: int | None = None,
+        jsonrpc_code: int | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.status_code = status_code
+        self.jsonrpc_code = jsonrpc_code
+
+
+class WhiteAgentReportedFailure(WhiteAgentError):
+    """The agent answered with a Task it put in a failure state (``failure: white_agent_error``)."""
+
+    def __init__(self, detail: str, *, task_state: str, text: str, task_id: str | None) -> None:
+        super().__init__(detail)
+        self.task_state = task_state
+        self.text = text
+        self.task_id = task_id
+
+
+def _httpx_cause(error: BaseException) -> httpx.HTTPError | None:
+    """The httpx exception an SDK exception wraps, if any (walks ``__cause__``/``__context__``)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, httpx.HTTPError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _classify(error: Exception, *, url: str, timeout_s: float) -> WhiteAgentError:
+    """Map any exception raised while sending a turn to one of our three classes."""
+    if isinstance(error, WhiteAgentError):
+        return error
+    if isinstance(error, AgentCardResolutionError):
+        return WhiteAgentCommunicationError(
+            f"agent card of {url} unreachable or invalid: {error.message}",
+            kind="card",
+            status_code=error.status_code,
+        )
+    cause = _httpx_cause(error)
+    if isinstance(error, (A2AClientTimeoutError, TimeoutError)) or isinstance(cause, httpx.TimeoutException):
+        return WhiteAgentTimeout(f"no reply from {url} within the turn limit of {timeout_s:g} s", timeout_s=timeout_s)
+    if isinstance(cause, httpx.HTTPStatusError):
+        status = cause.response.status_code
+        return WhiteAgentCommunicationError(f"{url} answered HTTP {status}", kind="http_status", status_code=status)
+    if isinstance(cause, httpx.ConnectError):
+        return WhiteAgentCommunicationError(
+            f"cannot connect to {url} (connection refused or host unreachable): {cause}", kind="connect"
+        )
+    if isinstance(cause, httpx.TransportError):
+        return WhiteAgentCommunicationError(
+            f"connection to {url} failed mid-request (reset or closed): {type(cause).__name__}: {cause}",
+            kind="network",
+        )
+    if isinstance(error, A2AError) and type(error) in JSON_RPC_ERROR_CODE_MAP:
+        code = JSON_RPC_ERROR_CODE_MAP[type(error)]
+        return WhiteAgentCommunicationError(
+            f"{url} answered JSON-RPC error {code} ({type(error).__name__}): {error.message}",
+            kind="jsonrpc",
+            jsonrpc_code=code,
+        )
+    if isinstance(error, A2AClientError):
+        match = _JSONRPC_CODE_IN_MESSAGE.search(error.message)
+        if match:
+            return WhiteAgentCommunicationError(
+                f"{url} answered {error.message}", kind="jsonrpc", jsonrpc_code=int(match.group(1))
+            )
+        return WhiteAgentCommunicationError(
+            f"invalid A2A exchange with {url}: {error.message}", kind="invalid_response"
+        )
+    if isinstance(error, (ValueError, TypeError, KeyError, json.JSONDecodeError)):
+        # The SDK raises these for bodies that are not A2A replies (pydantic ValidationError is a ValueError).
+        return WhiteAgentCommunicationError(
+            f"invalid A2A reply from {url}: {type(error).__name__}: {error}", kind="invalid_response"
+        )
+    return WhiteAgentCommunicationError(
+        f"unexpected error talking to {url}: {type(error).__name__}: {error}", kind="unexpected"
+    )
+
+
+def _data_dicts(parts: Any) -> list[dict[str, Any]]:
+    return [d if isinstance(d, dict) else {"value": d} for d in get_data_parts(parts)]
+
+
+def _reply_from_message(message: Message) -> WhiteReply:
+    return WhiteReply(
+        text="\n".join(get_text_parts(message.parts)),
+        data_parts=_data_dicts(message.parts),
+        kind="message",
+        echoed_context_id=message.context_id or None,
+        task_id=message.task_id or None,
+    )
+
+
+def _task_content(task: Task) -> tuple[str, list[dict[str, Any]]]:
+    """Text and data of a Task: status message, then artifacts; else the last agent message of its history."""
+    texts: list[str] = []
+    data: list[dict[str, Any]] = []
+    if task.status.HasField("message"):
+        texts.extend(get_text_parts(task.status.message.parts))
+        data.extend(_data_dicts(task.status.message.parts))
+    for artifact in task.artifacts:
+        texts.extend(get_text_parts(artifact.parts))
+        data.extend(_data_dicts(artifact.parts))
+    if not texts and not data:
+        agent_messages = [m for m in task.history if m.role == Role.ROLE_AGENT]
+        if agent_messages:
+            texts.extend(get_text_parts(agent_messages[-1].parts))
+            data.extend(_data_dicts(agent_messages[-1].parts))
+    return "\n".join(t for t in texts if t), data
+
+
+def _reply_from_task(task: Task) -> WhiteReply:
+    text, data = _task_content(task)
+    state = state_name(task.status.state)
+    if task.status.state in _FAILURE_STATES:
+        shown = text if len(text) <= 500 else text[:500] + "..."
+        raise WhiteAgentReportedFailure(
+            f"the white agent answered with a Task in state {state}" + (f": {shown}" if shown else ""),
+            task_state=state,
+            text=text,
+            task_id=task.id or None,
+        )
+    return WhiteReply(
+        text=text,
+        data_parts=data,
+        kind="task",
+        task_state=state,
+        echoed_context_id=task.context_id or None,
+        task_id=task.id or None,
+    )
+
+
+class WhiteAgentClient:
+    """Sends one turn at a time to a white agent over A2A (async context manager; safe for concurrent sends).
+
+    One client serves a whole battle: attempts running concurrently each pass their own ``context_id``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        httpx_client: httpx.AsyncClient | None = None,
+        turn_timeout_s: float,
+        card_timeout_s: float = 10.0,
+        poll_interval_s: float = 0.05,
+    ) -> None:
+        if turn_timeout_s <= 0:
+            raise ValueError(f"turn_timeout_s must be > 0, got {turn_timeout_s}")
+        self._url = url.rstrip("/")
+        self._turn_timeout_s = turn_timeout_s
+        self._card_timeout_s = card_timeout_s
+        self._poll_interval_s = poll_interval_s
+        self._external_httpx = httpx_client
+        self._httpx: httpx.AsyncClient | None = httpx_client
+        self._card: AgentCard | None = None
+        self._client: Client | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    @property
+    def url(self) -> str:
+        """The white agent's base URL (where its card is served)."""
+        return self._url
+
+    @property
+    def card(self) -> AgentCard | None:
+        """The agent card, once resolved."""
+        return self._card
+
+    @property
+    def turn_timeout_s(self) -> float:
+        """The per-turn time limit."""
+        return self._turn_timeout_s
+
+    async def __aenter__(self) -> Self:
+        if self._httpx is None:
+            self._httpx = httpx.AsyncClient(timeout=httpx.Timeout(self._turn_timeout_s))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Release the HTTP client (only the one we created; a caller-provided client stays open)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None:
+            try:
+                await self._client.close()
+            except Exception:  # closing must never mask the caller's outcome
+                logger.debug("closing the a2a client failed", exc_info=True)
+        if self._httpx is not None and self._external_httpx is None:
+            await self._httpx.aclose()
+
+    async def connect(self) -> AgentCard:
+        """Resolve the agent card and build the SDK client now (idempotent). Raises WhiteAgentCommunicationError."""
+        await self._ensure_client()
+        assert self._card is not None
+        return self._card
+
+    async def _ensure_client(self) -> Client:
+        if self._client is not None:
+            return self._client
+        if self._closed:
+            raise RuntimeError("WhiteAgentClient is closed")
+        if self._httpx is None:
+            raise RuntimeError("use WhiteAgentClient as an async context manager (async with ...)")
+        async with self._lock:
+            if self._client is not None:
+                return self._client
+            try:
+                resolver = A2ACardResolver(self._httpx, self._url)
+                card = await resolver.get_agent_card(http_kwargs={"timeout": self._card_timeout_s})
+                client = ClientFactory(ClientConfig(httpx_client=self._httpx, streaming=False)).create(card)
+            except Exception as error:
+                classified = _classify(error, url=self._url, timeout_s=self._turn_timeout_s)
+                if isinstance(classified, WhiteAgentCommunicationError) and classified.kind != "card":
+                    classified = WhiteAgentCommunicationError(
+                        f"agent card of {self._url} unusable: {classified.detail}", kind="card"
+                    )
+                elif isinstance(classified, WhiteAgentTimeout):
+                    classified = WhiteAgentCommunicationError(
+                        f"agent card of {self._url} not served within {self._card_timeout_s:g} s", kind="card"
+                    )
+                raise classified from error
+            self._card, self._client = card, client
+            logger.debug(
+                "white agent %s: card %r, interfaces %s",
+                self._url,
+                card.name,
+                [(i.protocol_binding, i.protocol_version, i.url) for i in card.supported_interfaces],
+            )
+            return client
+
+    async def send(
+        self,
+        *,
+        context_id: str,
+        text: str,
+        data: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> WhiteReply:
+        """Send one user message in ``context_id`` and return the agent's reply.
+
+        Raises :class:`WhiteAgentTimeout`, :class:`WhiteAgentCommunicationError` or
+        :class:`WhiteAgentReportedFailure`; never an a2a-sdk or httpx exception. ``data`` and ``metadata`` must be
+        JSON-serialisable (a TypeError/ValueError otherwise: that is a harness bug, not the agent's fault).
+        """
+        if not context_id:
+            raise ValueError("context_id must be a non-empty string")
+        message = Message(
+            role=Role.ROLE_USER,
+            message_id=str(uuid.uuid4()),
+            context_id=context_id,
+            parts=[Part(text=text)],
+        )
+        if data is not None:
+            message.parts.append(new_data_part(json.loads(json.dumps(data))))
+        request = SendMessageRequest(message=message)
+        if metadata:
+            plain = json.loads(json.dumps(metadata))
+            message.metadata.update(plain)
+            request.metadata.update(plain)
+
+        client = await self._ensure_client()
+        call_context = ClientCallContext(timeout=self._turn_timeout_s)
+        try:
+            async with asyncio.timeout(self._turn_timeout_s):
+                reply = await self._exchange(client, request, call_context)
+        except WhiteAgentError:
+            raise
+        except Exception as error:
+            raise _classify(error, url=self._url, timeout_s=self._turn_timeout_s) from error
+        logger.debug(
+            "white agent %s context %s: %s reply, %d chars, %d data parts",
+            self._url,
+            context_id,
+            reply.kind,
+            len(reply.text),
+            len(reply.data_parts),
+        )
+        return reply
+
+    async def _exchange(
+        self, client: Client, request: SendMessageRequest, call_context: ClientCallContext
+    ) -> WhiteReply:
+        last: StreamResponse | None = None
+        async for event in client.send_message(request, context=call_context):
+            last = event
+            if event.HasField("message"):
+                break
+        if last is None:
+            raise WhiteAgentCommunicationError(f"{self._url} sent no reply", kind="invalid_response")
+        payload = last.WhichOneof("payload")
+        if payload == "message":
+            return _reply_from_message(last.message)
+        if payload != "task":
+            raise WhiteAgentCommunicationError(
+                f"{self._url} replied with a {payload} event instead of a Message or Task", kind="invalid_response"
+            )
+        task = last.task
+        delay = self._poll_interval_s
+        while task.status.state in _PENDING_STATES:
+            # An agent that returned its task before finishing it: wait for it to settle (bounded by the turn limit).
+            if not task.id:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            task = await client.get_task(GetTaskRequest(id=task.id), context=call_context)
+        return _reply_from_task(task)

@@ -111,7 +111,7 @@ class BackendReporter:
         backend_url: str,
         battle_id: str,
         *,
-        reported_by: str,
+        reported_by: str = "green_agent",
         token: str | None = None,
         httpx_client: httpx.AsyncClient | None = None,
         spool_path: str | Path | None = None,

@@ -78,6 +78,8 @@ _FAILURE_STATES = frozenset(
 )
 _PENDING_STATES = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 _JSONRPC_CODE_IN_MESSAGE = re.compile(r"JSON-RPC Error (-?\d+)")
+_SDK_OWN_ERRORS = ("Invalid", "HTTP", "SSE", "JSON Decode", "Failed", "Network", "Client Request")
+"""Prefixes of the messages the SDK writes itself (as opposed to an agent's JSON-RPC error message)."""
 
 
 def state_name(state: int) -> str:
@@ -207,6 +209,9 @@ def _classify(error: Exception, *, url: str, timeout_s: float) -> WhiteAgentErro
             return WhiteAgentCommunicationError(
                 f"{url} answered {error.message}", kind="jsonrpc", jsonrpc_code=int(match.group(1))
             )
+        if error.__cause__ is None and error.__context__ is None and not error.message.startswith(_SDK_OWN_ERRORS):
+            # The 0.3 transport turns a JSON-RPC error with a non-A2A code into a bare A2AClientError(message).
+            return WhiteAgentCommunicationError(f"{url} answered a JSON-RPC error: {error.message}", kind="jsonrpc")
         return WhiteAgentCommunicationError(
             f"invalid A2A exchange with {url}: {error.message}", kind="invalid_response"
         )
@@ -406,11 +411,12 @@ class WhiteAgentClient:
         )
         if data is not None:
             message.parts.append(new_data_part(json.loads(json.dumps(data))))
-        request = SendMessageRequest(message=message)
+        request = SendMessageRequest()
         if metadata:
             plain = json.loads(json.dumps(metadata))
             message.metadata.update(plain)
             request.metadata.update(plain)
+        request.message.CopyFrom(message)  # protobuf copies: the message must be complete first
 
         client = await self._ensure_client()
         call_context = ClientCallContext(timeout=self._turn_timeout_s)

@@ -29,8 +29,8 @@ from green_agent.tau.scoring import ScoringError, ScoringPool
 from green_agent.tau.tasks import TaskRef
 from green_agent.tau.users import SimulatedUser, UserSimulatorError, make_user
 from green_agent.turn_protocol import (
-    REPLY_FORMAT,
     ActionParseError,
+    build_first_data,
     build_first_message,
     parse_action,
     tool_result_message,
@@ -122,11 +122,11 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
         if opening.stop:
             return "user_stop"
         text = build_first_message(env.policy, env.tools, opening.text)
-        data: dict[str, Any] = {"tools": env.tools, "policy": env.policy, "reply_format": REPLY_FORMAT}
+        data: dict[str, Any] | None = build_first_data(env.policy, env.tools)
         metadata: dict[str, Any] | None = None
         if cfg.calibration:
             metadata = {"arena": calibration_metadata(spec)}
-            data["arena"] = metadata["arena"]
+            data = {**data, "arena": metadata["arena"]}
         async with WhiteAgentClient(spec.white_agent_url, httpx_client=deps.http, turn_timeout_s=cfg.turn_timeout_s) as white:
             while True:
                 if steps >= cfg.max_steps:
@@ -150,7 +150,8 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
                     text = user_message(turn.text)
                 else:
                     phase.set(FaultAuthor.ENVIRONMENT, f"running tool {action.name}")
-                    outcome = await env.call_tool(action.name, action.arguments)
+                    arguments = _whole_numbers(action.arguments) if action.source == "data" else action.arguments
+                    outcome = await env.call_tool(action.name, arguments)
                     text = tool_result_message(outcome.content)
 
     deadline = asyncio.timeout(cfg.attempt_timeout_s)
@@ -207,6 +208,17 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     if env is not None and deps.trajectories_dir is not None:
         result.trajectory_file = await _write_trajectory(deps.trajectories_dir, spec, env, result)
     return result
+
+
+def _whole_numbers(value: Any) -> Any:
+    """A2A data parts carry numbers as doubles (protobuf Struct): turn 2.0 back into 2 so tools see integers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(item) for item in value]
+    return value
 
 
 def _stop_for(error: Exception, *, phase: _Phase, deadline_expired: bool, config: BattleConfig, steps: int) -> EarlyStop:

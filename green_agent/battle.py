@@ -60,7 +60,6 @@ class Battle:
         config: BattleConfig,
         *,
         scoring: ScoringPool,
-        http: httpx.AsyncClient,
         runs_dir: Path | None = None,
         sinks: Sequence[EventSink] = (),
     ) -> None:
@@ -69,7 +68,6 @@ class Battle:
         self.white_agent_url = white_agent_url
         self.config = config
         self._scoring = scoring
-        self._http = http
         self.run_dir = runs_dir / battle_id if runs_dir is not None else None
         self._sinks = list(sinks)
         self._events: list[BattleEvent] = []
@@ -106,10 +104,19 @@ class Battle:
             seed=cfg.seed,
             mode=cfg.mode,
         )
+        # One HTTP pool per battle: the A2A client factory mutates its client's default headers, so battles
+        # (possibly against agents of different protocol versions) must not share one.
+        async with httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0), limits=httpx.Limits(max_connections=max(8, cfg.concurrency * 2))
+        ) as http:
+            return await self._run_attempts(refs, http, started_at, t0)
+
+    async def _run_attempts(self, refs: list[TaskRef], http: httpx.AsyncClient, started_at: str, t0: float) -> BattleResult:
+        cfg = self.config
         deps = AttemptDeps(
             config=cfg,
             scoring=self._scoring,
-            http=self._http,
+            http=http,
             user_api_key=user_api_key(cfg.user_simulator),
             trajectories_dir=self.run_dir / "trajectories" if self.run_dir else None,
         )

@@ -89,7 +89,7 @@ def _task_section(key: str, attempts: list[AttemptResult], k: int) -> list[str]:
             line += f" [{a.failure.category.value}; fault: {a.failure.fault_author.value}]"
         lines.append(line)
         if a.failure is not None and a.failure.detail:
-            lines.append(f"  ↳ Error: {a.failure.detail}")
+            lines.append(f"    - ↳ Error: {a.failure.detail}")
     lines.append("")
     return lines
 

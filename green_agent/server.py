@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -76,7 +75,6 @@ class GreenServices:
     """Everything the server's handlers share, owned by one application instance."""
 
     scoring: ScoringPool
-    http: httpx.AsyncClient
     runs_dir: Path
     default_config: BattleConfig
     battles: dict[str, BattleRecord] = field(default_factory=dict)
@@ -157,7 +155,7 @@ class GreenAgentExecutor(AgentExecutor):
             return f"battle {battle_id} refused: {error}"
         sinks = [self._backend_sink(reporter)] if reporter else []
         try:
-            battle = Battle(battle_id, white_url, config, scoring=self.services.scoring, http=self.services.http,
+            battle = Battle(battle_id, white_url, config, scoring=self.services.scoring,
                             runs_dir=self.services.runs_dir, sinks=sinks)
         except ConfigError as error:
             return f"battle {battle_id} refused: {error}"
@@ -259,7 +257,7 @@ class GreenAgentExecutor(AgentExecutor):
                 reporter = BackendReporter(payload["backend_url"], battle_id, token=payload.get("battle_token"),
                                            spool_path=self.services.runs_dir / battle_id / "undelivered_events.jsonl")
                 sinks.append(self._backend_sink(reporter))
-            battle = Battle(battle_id, white_url, config, scoring=self.services.scoring, http=self.services.http,
+            battle = Battle(battle_id, white_url, config, scoring=self.services.scoring,
                             runs_dir=self.services.runs_dir, sinks=sinks)
         except ConfigError as error:
             await updater.failed(status(f"configuration error: {error}", {"error": str(error)}))
@@ -334,10 +332,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with ScoringPool(max_workers=scoring_workers) as scoring, httpx.AsyncClient(
-            timeout=httpx.Timeout(30.0), limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
-        ) as http:
-            services = GreenServices(scoring=scoring, http=http, runs_dir=runs_dir,
+        async with ScoringPool(max_workers=scoring_workers) as scoring:
+            services = GreenServices(scoring=scoring, runs_dir=runs_dir,
                                      default_config=default_config or BattleConfig())
             holder["services"] = services
             app.state.services = services

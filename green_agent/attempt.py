@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -61,6 +61,26 @@ class AttemptSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolEndpoint:
+    """Where a white agent reaches one attempt's tools natively (tool_mode = "mcp")."""
+
+    url: str
+    token: str
+
+    def describe(self) -> dict[str, str]:
+        """What the white agent is told (first message data part and metadata, key ``mcp``)."""
+        return {"url": self.url, "token": self.token, "transport": "streamable-http", "auth": "bearer"}
+
+
+class ToolGateway(Protocol):
+    """Serves an attempt's environment tools over MCP for as long as the attempt runs."""
+
+    def open(self, env: AttemptEnvironment, attempt_key: str) -> contextlib.AbstractAsyncContextManager[ToolEndpoint]:
+        """Expose ``env``'s tools on an endpoint of their own; closed (token revoked) on exit."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptDeps:
     """What an attempt borrows from its battle. Nothing here holds per-attempt state."""
 
@@ -69,6 +89,7 @@ class AttemptDeps:
     http: httpx.AsyncClient
     user_api_key: str | None
     trajectories_dir: Path | None
+    tool_gateway: ToolGateway | None = None
 
 
 class _Phase:
@@ -112,9 +133,14 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
         phase.set(FaultAuthor.ENVIRONMENT, "building the tau2 environment")
         env = await AttemptEnvironment.create(spec.ref)
         user = make_user(spec.ref, cfg.user_simulator, env, api_key=deps.user_api_key)
-        return await converse(env, user)
+        if cfg.tool_mode == "text":
+            return await converse(env, user, None)
+        if deps.tool_gateway is None:
+            raise RuntimeError("tool_mode 'mcp' needs the green agent's MCP component, which is not installed")
+        async with deps.tool_gateway.open(env, f"{spec.battle_id}/{spec.ref.key}/{spec.attempt}") as endpoint:
+            return await converse(env, user, endpoint)
 
-    async def converse(env: AttemptEnvironment, user: SimulatedUser) -> str:
+    async def converse(env: AttemptEnvironment, user: SimulatedUser, endpoint: ToolEndpoint | None) -> str:
         nonlocal steps
         phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user's opening")
         opening = await user.opening()
@@ -127,6 +153,9 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
         if cfg.calibration:
             metadata = {"arena": calibration_metadata(spec)}
             data = {**data, "arena": metadata["arena"]}
+        if endpoint is not None:
+            metadata = {**(metadata or {}), "mcp": endpoint.describe()}
+            data = {**data, "mcp": endpoint.describe()}
         async with WhiteAgentClient(spec.white_agent_url, httpx_client=deps.http, turn_timeout_s=cfg.turn_timeout_s) as white:
             while True:
                 if steps >= cfg.max_steps:

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from green_agent.attempt import AttemptDeps, AttemptSpec, run_attempt
+from green_agent.attempt import AttemptDeps, AttemptSpec, ToolGateway, run_attempt
 from green_agent.config import BattleConfig
 from green_agent.events import BattleEvent, EventSink, fan_out, utc_now
 from green_agent.metrics import summarize_trials
@@ -62,6 +62,7 @@ class Battle:
         scoring: ScoringPool,
         runs_dir: Path | None = None,
         sinks: Sequence[EventSink] = (),
+        tool_gateway: ToolGateway | None = None,
     ) -> None:
         check_user_config(config.user_simulator)  # refuse an LLM user without its key before anything starts
         self.battle_id = battle_id
@@ -70,11 +71,13 @@ class Battle:
         self._scoring = scoring
         self.run_dir = runs_dir / battle_id if runs_dir is not None else None
         self._sinks = list(sinks)
+        self._tool_gateway = tool_gateway
         self._events: list[BattleEvent] = []
         self._lock = asyncio.Lock()  # keeps events in order across concurrent attempts
         self.attempts_total = 0
         self.attempts_done = 0
         self.results: list[AttemptResult] = []
+        self.markdown: str | None = None
 
     @property
     def events(self) -> list[BattleEvent]:
@@ -119,6 +122,7 @@ class Battle:
             http=http,
             user_api_key=user_api_key(cfg.user_simulator),
             trajectories_dir=self.run_dir / "trajectories" if self.run_dir else None,
+            tool_gateway=self._tool_gateway,
         )
         gate = asyncio.Semaphore(cfg.concurrency)
         announced: set[str] = set()
@@ -155,6 +159,7 @@ class Battle:
         attempts = sorted((t.result() for t in tasks), key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
         result = self._assemble(refs, attempts, started_at, time.perf_counter() - t0)
         markdown = render_markdown(result)
+        self.markdown = markdown
         await self.emit("battle_finished", markdown, summary=result.summary.get("macro", []),
                         failure_breakdown=result.failure_breakdown, infrastructure_errors=result.infrastructure_errors)
         if self.run_dir is not None:

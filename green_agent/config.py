@@ -65,7 +65,9 @@ class BattleConfig(_Strict):
     attempt_timeout_s: float = Field(default=900.0, gt=0)
     concurrency: int = Field(default=4, ge=1, le=256)
     calibration: bool = False
-    tool_mode: Literal["text"] = "text"
+    tool_mode: Literal["text", "mcp"] = "text"
+    """``text``: tools listed in the first message, called as <json> actions. ``mcp``: the attempt's tools are served
+    on an MCP endpoint of its own (URL + bearer token in the first message); replies are ``respond`` actions."""
     user_simulator: UserSimulatorConfig = UserSimulatorConfig()
 
     @field_validator("k")

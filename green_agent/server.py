@@ -8,8 +8,8 @@ Accepted messages (text JSON, or the same object as a data part):
    status updates stream the battle's log and which ends with a "Result" artifact (markdown + BattleResult JSON).
 3. Anything else: a Message listing the accepted formats.
 
-All state lives in :class:`GreenServices`, created per application in its lifespan: two apps (or two test servers in
-one process) share nothing.
+All state lives in a :class:`BattleRegistry` created per application in its lifespan: two apps (or two test servers
+in one process) share nothing.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -34,14 +33,11 @@ from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
-from green_agent.backend_client import BackendReporter
-from green_agent.battle import Battle
+from green_agent.registry import BackendTarget, BattleRegistry
 from green_agent.config import BattleConfig, ConfigError, parse_battle_config
 from green_agent.events import BattleEvent
-from green_agent.report import render_markdown, winner_for
-from green_agent.results import BattleResult
 from green_agent.tau.scoring import ScoringPool
 
 log = logging.getLogger(__name__)
@@ -53,33 +49,6 @@ ACCEPTED_FORMATS = """This is the Arena green agent (tau-bench reliability asses
    "config": {"mode": "manual", "k": 4, "domain": "retail", "task_id": 5, ...}}
    answered as a Task that streams progress and ends with a "Result" artifact (markdown + JSON).
 Both as JSON text (or a JSON data part)."""
-
-
-@dataclass
-class BattleRecord:
-    """A battle known to this server."""
-
-    battle_id: str
-    battle: Battle
-    task: asyncio.Task[BattleResult] | None = None
-    result: BattleResult | None = None
-    error: str | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.task is not None and not self.task.done()
-
-
-@dataclass
-class GreenServices:
-    """Everything the server's handlers share, owned by one application instance."""
-
-    scoring: ScoringPool
-    runs_dir: Path
-    default_config: BattleConfig
-    battles: dict[str, BattleRecord] = field(default_factory=dict)
-    battle_infos: dict[str, dict[str, Any]] = field(default_factory=dict)
-    background: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
 def _incoming_payload(context: RequestContext) -> dict[str, Any] | None:
@@ -106,14 +75,14 @@ def _reply(text: str, context: RequestContext) -> Message:
 class GreenAgentExecutor(AgentExecutor):
     """Routes each incoming message to the battle protocol it belongs to."""
 
-    def __init__(self, services: GreenServices) -> None:
-        self.services = services
+    def __init__(self, registry: BattleRegistry) -> None:
+        self.registry = registry
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         payload = _incoming_payload(context)
         kind = payload.get("type") if payload else None
         if kind == "battle_info" and payload is not None:
-            self.services.battle_infos[str(payload.get("battle_id"))] = payload
+            self.registry.battle_infos[str(payload.get("battle_id"))] = payload
             await event_queue.enqueue_event(_reply(f"battle_info received for battle {payload.get('battle_id')}", context))
         elif kind == "battle_start" and payload is not None:
             await event_queue.enqueue_event(_reply(self._start_agentbeats_battle(payload), context))
@@ -130,45 +99,37 @@ class GreenAgentExecutor(AgentExecutor):
     # -- AgentBeats -------------------------------------------------------------------------------------------
 
     def _start_agentbeats_battle(self, payload: dict[str, Any]) -> str:
+        """Start the battle in the background and answer at once (the backend's stream ends with our Message)."""
         battle_id = str(payload.get("battle_id") or "")
         if not battle_id:
             return "battle_start ignored: battle_id is required"
-        record = self.services.battles.get(battle_id)
-        if record is not None and (record.running or record.result is not None):
-            return f"battle {battle_id} is already {'running' if record.running else 'finished'}; battle_start ignored"
+        existing = self.registry.get(battle_id)
+        if existing is not None:
+            return f"battle {battle_id} is already {existing.state}; battle_start ignored"
         green_context = payload.get("green_battle_context") or {}
         backend_url = green_context.get("backend_url") or payload.get("backend_url")
         opponents = payload.get("opponent_infos") or []
         white_url = opponents[0].get("agent_url") if opponents else next(iter(payload.get("red_battle_contexts") or {}), None)
-        white_name = opponents[0].get("name", "white_agent") if opponents else "white_agent"
-        token = green_context.get("battle_token") or payload.get("battle_token")
-        reporter = BackendReporter(backend_url, battle_id, token=token,
-                                   spool_path=self.services.runs_dir / battle_id / "undelivered_events.jsonl") if backend_url else None
+        backend = BackendTarget(
+            url=backend_url,
+            token=green_context.get("battle_token") or payload.get("battle_token"),
+            white_name=opponents[0].get("name", "white_agent") if opponents else "white_agent",
+        ) if backend_url else None
         try:
-            config = self._config_from(green_context.get("task_config"))
             if not white_url:
                 raise ConfigError("opponent_infos: no white agent URL in battle_start")
+            config = self._config_from(green_context.get("task_config"))
+            record = self.registry.start(battle_id, white_url, config, backend=backend)
         except ConfigError as error:
-            if reporter is not None:
-                task = asyncio.create_task(self._report_config_error(reporter, str(error)))
-                self._keep(task)
+            if backend is not None:
+                self.registry.report_refusal(battle_id, backend, str(error))
             return f"battle {battle_id} refused: {error}"
-        sinks = [self._backend_sink(reporter)] if reporter else []
-        try:
-            battle = Battle(battle_id, white_url, config, scoring=self.services.scoring,
-                            runs_dir=self.services.runs_dir, sinks=sinks)
-        except ConfigError as error:
-            return f"battle {battle_id} refused: {error}"
-        record = BattleRecord(battle_id, battle)
-        self.services.battles[battle_id] = record
-        record.task = asyncio.create_task(self._run_agentbeats(record, reporter, white_name))
-        self._keep(record.task)
-        return f"battle {battle_id} accepted: {battle.config.k} attempts per task against {white_url}"
+        return f"battle {battle_id} accepted: {record.battle.config.k} attempts per task against {white_url}"
 
     def _config_from(self, task_config: Any) -> BattleConfig:
         """AgentBeats task_config: a dict or a JSON string overriding this server's default config; empty = default."""
         if task_config in (None, "", {}):
-            return self.services.default_config
+            return self.registry.default_config
         if isinstance(task_config, str):
             try:
                 task_config = json.loads(task_config)
@@ -176,53 +137,13 @@ class GreenAgentExecutor(AgentExecutor):
                 raise ConfigError("task_config: not a JSON object") from None
         if not isinstance(task_config, dict):
             raise ConfigError("task_config: expected a JSON object")
-        merged = {**self.services.default_config.model_dump(), **task_config.get("pass_k_config", task_config)}
+        merged = {**self.registry.default_config.model_dump(), **task_config.get("pass_k_config", task_config)}
         return parse_battle_config(merged)
-
-    @staticmethod
-    def _backend_sink(reporter: BackendReporter) -> Any:
-        async def sink(event: BattleEvent) -> None:
-            markdown = event.text if event.type in ("battle_started", "battle_finished") else None
-            first_line = event.text.splitlines()[0] if event.text else event.type
-            reporter.progress(first_line, detail=event.wire(), markdown_content=markdown)
-
-        return sink
-
-    async def _report_config_error(self, reporter: BackendReporter, message: str) -> None:
-        async with reporter:
-            reporter.progress(f"configuration error: {message}", detail={"error": message})
-            reporter.result(f"battle could not start: {message}", winner="draw", detail={"error": message})
-
-    async def _run_agentbeats(self, record: BattleRecord, reporter: BackendReporter | None, white_name: str) -> BattleResult:
-        async with contextlib.AsyncExitStack() as stack:
-            if reporter is not None:
-                await stack.enter_async_context(reporter)
-            try:
-                result = await record.battle.run()
-            except Exception as error:  # noqa: BLE001 - reported, never silent
-                log.exception("battle %s failed", record.battle_id)
-                record.error = f"{type(error).__name__}: {error}"
-                if reporter is not None:
-                    reporter.result(f"battle failed in the harness: {record.error}", winner="draw",
-                                    detail={"error": record.error})
-                raise
-            record.result = result
-            if reporter is not None:
-                reporter.result(
-                    f"pass^k evaluation finished: {len(result.attempts)} attempts",
-                    winner=winner_for(result, white_name),
-                    detail=result.model_dump(mode="json"),
-                    markdown_content=render_markdown(result),
-                )
-            return result
-
-    def _keep(self, task: asyncio.Task[Any]) -> None:
-        self.services.background.add(task)
-        task.add_done_callback(self.services.background.discard)
 
     # -- assessment request ------------------------------------------------------------------------------------
 
     async def _run_assessment(self, payload: dict[str, Any], context: RequestContext, event_queue: EventQueue) -> None:
+        """Answer as a Task: status updates stream the battle log; a "Result" artifact ends it."""
         assert context.message is not None
         task = context.current_task or new_task_from_user_message(context.message)
         await event_queue.enqueue_event(task)
@@ -233,54 +154,45 @@ class GreenAgentExecutor(AgentExecutor):
             parts = [new_text_part(text)] + ([new_data_part(data)] if data is not None else [])
             return updater.new_agent_message(parts)
 
+        async def stream(event: BattleEvent) -> None:
+            await updater.update_status(TaskState.TASK_STATE_WORKING, status(event.text, {"arena_event": event.wire()}))
+
         try:
-            participants = payload.get("participants") or {}
-            if not isinstance(participants, dict) or not participants:
-                raise ConfigError("participants: expected {\"white_agent\": \"<url>\"}")
-            white_url = participants.get("white_agent") or (next(iter(participants.values())) if len(participants) == 1 else None)
-            if not isinstance(white_url, str) or not white_url:
-                raise ConfigError(f"participants.white_agent: required (got roles {sorted(participants)})")
-            raw_config = payload.get("config") or {}
-            if not isinstance(raw_config, dict):
-                raise ConfigError("config: expected a JSON object")
-            config = parse_battle_config(raw_config)
+            white_url, config = _assessment_request(payload)
             battle_id = str(payload.get("battle_id") or uuid.uuid4().hex[:12])
-            if battle_id in self.services.battles and self.services.battles[battle_id].running:
-                raise ConfigError(f"battle_id: battle {battle_id} is already running")
-
-            async def stream(event: BattleEvent) -> None:
-                await updater.update_status(TaskState.TASK_STATE_WORKING, status(event.text, {"arena_event": event.wire()}))
-
-            sinks: list[Any] = [stream]
-            reporter = None
-            if payload.get("backend_url"):
-                reporter = BackendReporter(payload["backend_url"], battle_id, token=payload.get("battle_token"),
-                                           spool_path=self.services.runs_dir / battle_id / "undelivered_events.jsonl")
-                sinks.append(self._backend_sink(reporter))
-            battle = Battle(battle_id, white_url, config, scoring=self.services.scoring,
-                            runs_dir=self.services.runs_dir, sinks=sinks)
+            backend = BackendTarget(payload["backend_url"], payload.get("battle_token")) if payload.get("backend_url") else None
+            record = self.registry.start(battle_id, white_url, config, sinks=[stream], backend=backend)
         except ConfigError as error:
             await updater.failed(status(f"configuration error: {error}", {"error": str(error)}))
             return
-        record = BattleRecord(battle_id, battle)
-        self.services.battles[battle_id] = record
+        assert record.task is not None
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                if reporter is not None:
-                    await stack.enter_async_context(reporter)
-                result = await battle.run()
-                record.result = result
-                if reporter is not None:
-                        reporter.result("pass^k evaluation finished", winner=winner_for(result, "white_agent"),
-                                    detail=result.model_dump(mode="json"), markdown_content=render_markdown(result))
-        except Exception as error:  # noqa: BLE001 - the task must end failed with the reason, never hang
-            log.exception("assessment %s failed", battle_id)
-            record.error = f"{type(error).__name__}: {error}"
+            result = await asyncio.shield(record.task)
+        except asyncio.CancelledError:
+            if record.state == "cancelled":
+                await updater.cancel(status(f"battle {battle_id} was cancelled"))
+                return
+            raise
+        except Exception:  # noqa: BLE001 - the task must end failed with the reason, never hang
             await updater.failed(status(f"battle failed in the harness: {record.error}", {"error": record.error}))
             return
-        markdown = render_markdown(result)
+        markdown = record.battle.markdown or ""
         await updater.add_artifact([new_text_part(markdown), new_data_part(result.model_dump(mode="json"))], name="Result")
         await updater.complete(status(markdown.splitlines()[0] if markdown else "done"))
+
+
+def _assessment_request(payload: dict[str, Any]) -> tuple[str, BattleConfig]:
+    """The white agent URL and the validated config of an assessment request; ConfigError naming the field."""
+    participants = payload.get("participants") or {}
+    if not isinstance(participants, dict) or not participants:
+        raise ConfigError('participants: expected {"white_agent": "<url>"}')
+    white_url = participants.get("white_agent") or (next(iter(participants.values())) if len(participants) == 1 else None)
+    if not isinstance(white_url, str) or not white_url:
+        raise ConfigError(f"participants.white_agent: required (got roles {sorted(participants)})")
+    raw_config = payload.get("config") or {}
+    if not isinstance(raw_config, dict):
+        raise ConfigError("config: expected a JSON object")
+    return white_url, parse_battle_config(raw_config)
 
 
 def build_card(url: str) -> AgentCard:
@@ -309,49 +221,67 @@ def build_card(url: str) -> AgentCard:
     )
 
 
+class Component(Protocol):
+    """An optional part of the green agent's HTTP surface (MCP, /run, evaluations): routes plus a lifespan."""
+
+    def routes(self, registry: Callable[[], BattleRegistry]) -> list[BaseRoute]:
+        """Routes to mount; ``registry()`` returns the app's registry once the lifespan has started."""
+        ...
+
+    def lifespan(self, registry: BattleRegistry) -> contextlib.AbstractAsyncContextManager[None]:
+        """Entered while the app runs, after the registry exists (e.g. an MCP session manager)."""
+        ...
+
+
 def create_app(
     card_url: str,
     *,
     runs_dir: Path = Path("runs"),
     default_config: BattleConfig | None = None,
     scoring_workers: int = 2,
+    components: Sequence[Component] = (),
 ) -> Starlette:
-    """The green agent as a Starlette app (A2A JSON-RPC at /, card, /health)."""
+    """The green agent as a Starlette app: A2A JSON-RPC at /, the agent card, /health, plus ``components``."""
     card = build_card(card_url)
-    holder: dict[str, GreenServices] = {}
+    holder: dict[str, BattleRegistry] = {}
+
+    def registry() -> BattleRegistry:
+        if "registry" not in holder:
+            raise RuntimeError("the green agent is not started (lifespan not running)")
+        return holder["registry"]
 
     class _LazyExecutor(AgentExecutor):
-        # The request handler is built before the lifespan creates the services; resolve them per call.
+        # The request handler is built before the lifespan creates the registry; resolve it per call.
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            await GreenAgentExecutor(holder["services"]).execute(context, event_queue)
+            await GreenAgentExecutor(registry()).execute(context, event_queue)
 
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-            await GreenAgentExecutor(holder["services"]).cancel(context, event_queue)
+            await GreenAgentExecutor(registry()).cancel(context, event_queue)
 
     handler = DefaultRequestHandler(agent_executor=_LazyExecutor(), task_store=InMemoryTaskStore(), agent_card=card)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with ScoringPool(max_workers=scoring_workers) as scoring:
-            services = GreenServices(scoring=scoring, runs_dir=runs_dir,
-                                     default_config=default_config or BattleConfig())
-            holder["services"] = services
-            app.state.services = services
-            try:
-                yield
-            finally:
-                for task in list(services.background):
-                    task.cancel()
-                await asyncio.gather(*services.background, return_exceptions=True)
+        async with contextlib.AsyncExitStack() as stack:
+            scoring = await stack.enter_async_context(ScoringPool(max_workers=scoring_workers))
+            battles = BattleRegistry(scoring=scoring, runs_dir=runs_dir, default_config=default_config or BattleConfig())
+            stack.push_async_callback(battles.aclose)
+            holder["registry"] = battles
+            app.state.registry = battles
+            for component in components:
+                await stack.enter_async_context(component.lifespan(battles))
+            yield
 
     async def health(request: Request) -> JSONResponse:
-        services: GreenServices | None = holder.get("services")
-        running = sum(1 for r in services.battles.values() if r.running) if services else 0
-        return JSONResponse({"status": "ok", "battles_running": running})
+        battles = holder.get("registry")
+        running = sum(1 for r in battles.battles.values() if r.running) if battles else 0
+        return JSONResponse({"status": "ok" if battles else "starting", "battles_running": running})
 
-    routes = [
+    routes: list[BaseRoute] = [
         *create_agent_card_routes(card),
         *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
         Route("/health", health, methods=["GET"]),
     ]
+    for component in components:
+        routes.extend(component.routes(registry))
     return Starlette(routes=routes, lifespan=lifespan)

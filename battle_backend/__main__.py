@@ -1,0 +1,99 @@
+"""``python -m battle_backend``: serve the backend with uvicorn.
+
+python -m battle_backend --host 127.0.0.1 --port 9000 --db arena_backend.sqlite3
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import uvicorn
+
+from battle_backend.app import create_app
+from battle_backend.settings import DEFAULT_DB_PATH, BackendSettings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (the lead's `arena backend` can reuse the same options)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m battle_backend",
+        description="AgentBeats-compatible battle backend with a live web page (SQLite, no other service).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=9000, help="port (default 9000, as AgentBeats)")
+    parser.add_argument("--db", type=Path, default=DEFAULT_DB_PATH, help=f"SQLite file (default ./{DEFAULT_DB_PATH})")
+    parser.add_argument(
+        "--public-url",
+        default=None,
+        help="URL agents use to reach this backend (default: the URL the battle was created through)",
+    )
+    parser.add_argument("--max-concurrent-battles", type=int, default=4, help="battles running at once (default 4)")
+    parser.add_argument(
+        "--ready-timeout", type=float, default=120.0, help="seconds to wait for agents to report ready (default 120)"
+    )
+    parser.add_argument(
+        "--ready-poll-interval", type=float, default=5.0, help="fallback poll of the ready flags in seconds (default 5)"
+    )
+    parser.add_argument(
+        "--battle-timeout-default",
+        type=float,
+        default=300.0,
+        help="battle timeout when the green agent registered none (default 300)",
+    )
+    parser.add_argument(
+        "--start-delay",
+        type=float,
+        default=0.0,
+        help="seconds between battle_info and battle_start (AgentBeats: 5; default 0)",
+    )
+    parser.add_argument(
+        "--green-ack-timeout",
+        type=float,
+        default=5.0,
+        help="seconds before a silent green agent is logged as late (never errored)",
+    )
+    parser.add_argument(
+        "--require-token",
+        action="store_true",
+        help="refuse battle events without the per-battle token (off: AgentBeats agents send none)",
+    )
+    parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> BackendSettings:
+    """Validated settings from parsed arguments."""
+    return BackendSettings(
+        db_path=args.db,
+        public_url=args.public_url,
+        max_concurrent_battles=args.max_concurrent_battles,
+        ready_timeout_s=args.ready_timeout,
+        ready_poll_interval_s=args.ready_poll_interval,
+        battle_timeout_default_s=args.battle_timeout_default,
+        start_delay_s=args.start_delay,
+        green_ack_timeout_s=args.green_ack_timeout,
+        require_token=args.require_token,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, serve until interrupted, return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    uvicorn.run(
+        create_app(settings), host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

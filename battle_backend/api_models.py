@@ -1,0 +1,159 @@
+"""Pydantic models of every request body, and the error bodies (FastAPI's shapes, which AgentBeats clients know).
+
+Bodies keep unknown keys (AgentBeats stores the registration and the events exactly as posted), but every key the
+backend relies on is typed, so a wrong or missing one is a 422 that names it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ApiError(Exception):
+    """An HTTP error with FastAPI's ``{"detail": ...}`` body."""
+
+    def __init__(self, status_code: int, detail: Any, headers: dict[str, str] | None = None) -> None:
+        super().__init__(str(detail))
+        self.status_code = status_code
+        self.detail = detail
+        self.headers = headers or {}
+
+
+def _http_url(value: str, field: str) -> str:
+    value = value.strip()
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"{field} must be an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+class ParticipantRequirement(BaseModel):
+    """One opponent slot a green agent needs."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["red_agent", "blue_agent"]
+    name: str = Field(min_length=1)
+    required: bool
+
+
+class AgentRegistration(BaseModel):
+    """``POST /agents``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    alias: str
+    agent_url: str
+    launcher_url: str
+    """May be empty: the agent has no launcher, gets no reset and counts as ready (handy when `arena run` starts
+    the agents itself)."""
+    is_green: bool = Field(strict=True)
+    participant_requirements: list[ParticipantRequirement] | None = None
+    battle_timeout: float | None = Field(default=None, gt=0)
+
+    @field_validator("agent_url")
+    @classmethod
+    def _agent_url(cls, value: str) -> str:
+        return _http_url(value, "agent_url")
+
+    @field_validator("launcher_url")
+    @classmethod
+    def _launcher_url(cls, value: str) -> str:
+        return _http_url(value, "launcher_url") if value.strip() else ""
+
+    @model_validator(mode="after")
+    def _green_needs_requirements(self) -> AgentRegistration:
+        if self.is_green and self.participant_requirements is None:
+            raise ValueError("participant_requirements is required when is_green is true")
+        return self
+
+
+class AgentUpdate(BaseModel):
+    """``PUT /agents/{id}``: what launchers send."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ready: bool
+
+
+class LauncherCheck(BaseModel):
+    """``POST /agents/check_launcher``."""
+
+    launcher_url: str = Field(min_length=1)
+
+    @field_validator("launcher_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return _http_url(value, "launcher_url")
+
+
+class Opponent(BaseModel):
+    """One opponent of a battle: the participant-requirement name it fills and the agent filling it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+    agent_id: str = Field(min_length=1)
+    role: str | None = None
+
+
+class BattleCreate(BaseModel):
+    """``POST /battles``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    green_agent_id: str = Field(min_length=1)
+    opponents: list[Opponent]
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class BattleEvent(BaseModel):
+    """``POST /battles/{id}``: a progress event (is_result false) or the result (is_result true)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    is_result: bool
+    message: str | None = None
+    reported_by: str | None = None
+    timestamp: str | None = None
+    detail: Any = None
+    markdown_content: str | None = None
+    winner: str | None = None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """Strict JSON (no NaN/Infinity, which could not be sent back out); ApiError 422 naming the body otherwise."""
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(422, [{"type": "json_invalid", "loc": ["body"], "msg": f"Invalid JSON: {exc}"}]) from exc
+
+
+def validation_error(exc: ValidationError) -> ApiError:
+    """422 listing every bad field with its location (``["body", "opponents", 0, "agent_id"]``)."""
+    errors = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        loc = ["body", *error["loc"]]
+        errors.append({"type": error["type"], "loc": loc, "msg": error["msg"]})
+    return ApiError(422, errors)
+
+
+def validate_body(model: type[BaseModel], raw: bytes) -> Any:
+    """Parse and validate a request body, raising ApiError(422) that names the offending field."""
+    return validate_data(model, parse_json_body(raw))
+
+
+def validate_data(model: type[BaseModel], data: Any) -> Any:
+    """Validate already-parsed JSON (ApiError 422 naming the field)."""
+    if not isinstance(data, dict):
+        raise ApiError(422, [{"type": "model_type", "loc": ["body"], "msg": "The body must be a JSON object"}])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc) from exc

@@ -1,0 +1,85 @@
+"""`create_app(settings)`: the Starlette application (API, live updates, web page) with its lifespan.
+
+The lifespan opens the store (schema created or migrated), starts the scheduler (which recovers battles a previous
+process left running) and tears both down on shutdown; nothing lives at module level.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from battle_backend.api_models import ApiError
+from battle_backend.context import BackendContext
+from battle_backend.live import LiveHub
+from battle_backend.rendering import Renderer
+from battle_backend.routes_api import api_routes
+from battle_backend.routes_live import live_routes
+from battle_backend.routes_web import web_routes
+from battle_backend.scheduler import BattleScheduler
+from battle_backend.security import SecurityHeadersMiddleware
+from battle_backend.service import BattleService
+from battle_backend.settings import BackendSettings
+from battle_backend.sqlite_store import SQLiteStore
+
+logger = logging.getLogger(__name__)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+def create_app(settings: BackendSettings | None = None) -> Starlette:
+    """The whole backend as one ASGI app; serve it with uvicorn (see ``python -m battle_backend``)."""
+    settings = settings or BackendSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        store = SQLiteStore(settings.db_path)
+        await store.open()
+        http = httpx.AsyncClient(timeout=settings.http_timeout_s, trust_env=False)
+        hub = LiveHub()
+        service = BattleService(store, hub, settings, http)
+        scheduler = BattleScheduler(service, settings, http)
+        app.state.backend = BackendContext(
+            settings=settings,
+            store=store,
+            hub=hub,
+            service=service,
+            scheduler=scheduler,
+            renderer=Renderer(),
+            http=http,
+        )
+        await scheduler.start()
+        logger.info(
+            "battle backend ready (db %s, %d concurrent battles)", settings.db_path, settings.max_concurrent_battles
+        )
+        try:
+            yield
+        finally:
+            await scheduler.stop()
+            await http.aclose()
+            await store.close()
+
+    return Starlette(
+        routes=[*api_routes(), *live_routes(), *web_routes()],
+        middleware=[Middleware(SecurityHeadersMiddleware)],
+        exception_handlers={ApiError: _api_error, HTTPException: _http_error},
+        lifespan=lifespan,
+    )

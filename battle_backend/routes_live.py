@@ -1,0 +1,141 @@
+"""Live updates: WebSocket /ws/battles (AgentBeats' message shapes) and SSE per battle for the web page.
+
+Both read from the store after a change notification, so a client that falls behind gets the latest state in one
+message instead of a backlog, and the SSE stream can resume exactly (events carry their sequence number as id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from battle_backend.api_models import ApiError
+from battle_backend.context import BackendContext
+from battle_backend.records import AgentRecord, BattleRecord
+
+SSE_BATCH = 200
+
+
+def _non_negative_int(value: str | None, loc: list[str]) -> int:
+    if value is None or value == "":
+        return 0
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise ApiError(422, [{"type": "int_parsing", "loc": loc, "msg": "Input should be a valid integer"}]) from exc
+    if number < 0:
+        raise ApiError(422, [{"type": "greater_than_equal", "loc": loc, "msg": "Input should be >= 0"}])
+    return number
+
+
+async def participant_agents(ctx: BackendContext, battle: BattleRecord) -> dict[str, AgentRecord]:
+    """The battle's agents by id (deleted ones are simply absent)."""
+    agents: dict[str, AgentRecord] = {}
+    for agent_id in battle.participant_ids:
+        agent = await ctx.store.get_agent(agent_id)
+        if agent is not None:
+            agents[agent_id] = agent
+    return agents
+
+
+async def battle_events(request: Request) -> EventSourceResponse:
+    """SSE: ``battle_event`` (id = seq; data = {seq, html, event}) for every event after ``since`` or the
+    ``Last-Event-ID`` header, ``battle_state`` on each state change, ``end`` once the battle is over and drained."""
+    ctx: BackendContext = request.app.state.backend
+    battle_id = request.path_params["battle_id"]
+    since = _non_negative_int(request.query_params.get("since"), ["query", "since"])
+    header = request.headers.get("last-event-id")
+    resume = _non_negative_int(header, ["header", "Last-Event-ID"]) if header and header.isdigit() else 0
+    await ctx.service.get_battle(battle_id, include_events=False)  # 404 before the stream starts
+
+    async def stream() -> AsyncIterator[ServerSentEvent]:
+        last = max(since, resume)
+        last_state: tuple[Any, ...] | None = None
+        with ctx.hub.subscribe(battle_id) as sub:
+            while True:
+                while True:
+                    events = await ctx.store.list_events(battle_id, after_seq=last, limit=SSE_BATCH)
+                    for event in events:
+                        data = {"seq": event.seq, "html": ctx.renderer.event_html(event), "event": event.payload}
+                        yield ServerSentEvent(data=json.dumps(data), event="battle_event", id=str(event.seq))
+                    if events:
+                        last = events[-1].seq
+                    if len(events) < SSE_BATCH:
+                        break
+                battle = await ctx.store.get_battle(battle_id, include_events=False)
+                if battle is None:
+                    return
+                state = (
+                    battle.state,
+                    battle.error,
+                    battle.started_at,
+                    battle.battle_timeout,
+                    json.dumps(battle.result, default=str),
+                )
+                if state != last_state:
+                    last_state = state
+                    agents = await participant_agents(ctx, battle)
+                    data = {
+                        "state": battle.state.value,
+                        "status_html": ctx.renderer.status_html(battle, agents),
+                        "result_html": ctx.renderer.result_html(battle),
+                    }
+                    yield ServerSentEvent(data=json.dumps(data), event="battle_state")
+                if battle.state.is_terminal and last >= battle.last_seq:
+                    yield ServerSentEvent(data="{}", event="end")
+                    return
+                await sub.wait()
+
+    return EventSourceResponse(
+        stream(),
+        ping=ctx.settings.sse_ping_interval_s,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _until_disconnect(websocket: WebSocket) -> None:
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+
+
+async def battles_ws(websocket: WebSocket) -> None:
+    """AgentBeats' /ws/battles: ``battles_update`` with every battle on connect, then ``battle_update`` with the
+    full battle whenever one changes (coalesced when changes come faster than the client reads)."""
+    ctx: BackendContext = websocket.app.state.backend
+    await websocket.accept()
+    with ctx.hub.subscribe(None) as sub:
+        closed = asyncio.create_task(_until_disconnect(websocket))
+        try:
+            battles = await ctx.service.list_battles(include_events=True)
+            await websocket.send_text(json.dumps({"type": "battles_update", "battles": [b.to_api() for b in battles]}))
+            while True:
+                changed = asyncio.create_task(sub.wait())
+                done, _ = await asyncio.wait({changed, closed}, return_when=asyncio.FIRST_COMPLETED)
+                if closed in done:
+                    changed.cancel()
+                    return
+                for battle_id in sorted(changed.result()):
+                    battle = await ctx.store.get_battle(battle_id, include_events=True)
+                    if battle is not None:
+                        await websocket.send_text(json.dumps({"type": "battle_update", "battle": battle.to_api()}))
+        except (WebSocketDisconnect, RuntimeError):
+            return
+        finally:
+            closed.cancel()
+
+
+def live_routes() -> list[Route | WebSocketRoute]:
+    """SSE and WebSocket routes."""
+    return [
+        Route("/battles/{battle_id}/events", battle_events, methods=["GET"]),
+        WebSocketRoute("/ws/battles", battles_ws),
+    ]

@@ -1,0 +1,155 @@
+"""The battle queue: starts queued battles while fewer than ``max_concurrent_battles`` run, owns every task a
+battle needs (setup flow, timeout, green-agent stream), frees the slot when the battle ends, and picks battles back
+up after a restart.
+
+A queued battle whose agents are held by another battle waits its turn; the next queued battle with free agents
+may start before it (so one busy agent does not block unrelated battles).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from battle_backend.battle_flow import BattleFlow
+from battle_backend.live import BattleChange
+from battle_backend.records import BattleState
+from battle_backend.service import BattleService
+from battle_backend.settings import BackendSettings
+from battle_backend.store import StartOutcome
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _ActiveBattle:
+    """The tasks of one running battle."""
+
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+class BattleScheduler:
+    """Queue, concurrency bound, timeouts and restart recovery."""
+
+    def __init__(self, service: BattleService, settings: BackendSettings, http: httpx.AsyncClient) -> None:
+        self._service = service
+        self._settings = settings
+        self._active: dict[str, _ActiveBattle] = {}
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self.flow = BattleFlow(service, settings, http, arm_timeout=self.arm_timeout, adopt_task=self.adopt_task)
+
+    @property
+    def running_count(self) -> int:
+        """Battles holding a slot."""
+        return len(self._active)
+
+    async def start(self) -> None:
+        """Recover battles left running by a previous process, then start serving the queue."""
+        await self._recover()
+        self._service.hub.add_listener(self._on_change)
+        self._loop_task = asyncio.create_task(self._loop(), name="battle-scheduler")
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Cancel everything this scheduler started and wait for it (battles stay in the store as they are)."""
+        self._service.hub.remove_listener(self._on_change)
+        tasks = [task for active in self._active.values() for task in active.tasks]
+        if self._loop_task is not None:
+            tasks.append(self._loop_task)
+        self._active.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- slots --------------------------------------------------------------------------------------------
+    def _on_change(self, change: BattleChange) -> None:
+        if change.state is not None and change.state.is_terminal:
+            self._release(change.battle_id)
+            self._wake.set()
+        elif change.state is BattleState.QUEUED:
+            self._wake.set()
+
+    def _release(self, battle_id: str) -> None:
+        active = self._active.pop(battle_id, None)
+        if active is None:
+            return
+        current = asyncio.current_task()
+        for task in active.tasks:
+            if task is not current:
+                task.cancel()
+
+    def adopt_task(self, battle_id: str, task: asyncio.Task[None]) -> None:
+        """Take ownership of a battle's task (cancelled when the battle ends); cancels it at once if it already did."""
+        active = self._active.get(battle_id)
+        if active is None:
+            task.cancel()
+            return
+        active.tasks.append(task)
+
+    def arm_timeout(self, battle_id: str, deadline_at: float, battle_timeout: float) -> None:
+        """Finish the battle as a draw at ``deadline_at`` (epoch seconds) unless it ends before."""
+        self.adopt_task(
+            battle_id,
+            asyncio.create_task(
+                self._timeout(battle_id, deadline_at, battle_timeout), name=f"battle-timeout-{battle_id}"
+            ),
+        )
+
+    async def _timeout(self, battle_id: str, deadline_at: float, battle_timeout: float) -> None:
+        await asyncio.sleep(max(0.0, deadline_at - time.time()))
+        await self._service.time_out(battle_id, battle_timeout)
+
+    # --- queue --------------------------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._fill_slots()
+            except Exception:
+                logger.exception("battle scheduler: could not start queued battles")
+
+    async def _fill_slots(self) -> None:
+        if len(self._active) >= self._settings.max_concurrent_battles:
+            return
+        for battle_id in await self._service.store.battle_ids_in_state(BattleState.QUEUED):
+            if len(self._active) >= self._settings.max_concurrent_battles:
+                return
+            outcome = await self._service.start(battle_id, secrets.token_urlsafe(24))
+            if outcome is StartOutcome.STARTED:
+                self._active[battle_id] = _ActiveBattle()
+                self.adopt_task(
+                    battle_id, asyncio.create_task(self._run_flow(battle_id), name=f"battle-flow-{battle_id}")
+                )
+            elif outcome is StartOutcome.MISSING_AGENT:
+                await self._service.fail(battle_id, "A participant agent was deleted before the battle could start")
+
+    async def _run_flow(self, battle_id: str) -> None:
+        await self.flow.run(battle_id)
+        # The battle may have ended while the slot was being taken (e.g. a result posted meanwhile): free it.
+        battle = await self._service.store.get_battle(battle_id, include_events=False)
+        if battle is None or battle.state.is_terminal:
+            self._release(battle_id)
+            self._wake.set()
+
+    async def _recover(self) -> None:
+        """Running battles from a previous process: re-arm their timeout when battle_start was already sent,
+        otherwise fail them (their setup cannot be resumed). Queued ones are simply served by the loop."""
+        for battle_id in await self._service.store.battle_ids_in_state(BattleState.RUNNING):
+            battle = await self._service.store.get_battle(battle_id, include_events=False)
+            if battle is None:
+                continue
+            if battle.deadline_at is None or battle.battle_timeout is None:
+                await self._service.fail(battle_id, "The backend restarted while this battle was being set up")
+                continue
+            self._active[battle_id] = _ActiveBattle()
+            self.arm_timeout(battle_id, battle.deadline_at, battle.battle_timeout)
+            with contextlib.suppress(Exception):
+                await self._service.log(battle_id, "Backend restarted: the battle goes on, its timeout is re-armed")

@@ -1,0 +1,220 @@
+"""The backend's operations, shared by the JSON API, the web forms, the battle flow and the scheduler.
+
+Each operation validates, writes through the store, then publishes the change, so every live view hears about
+every write no matter which entry point made it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+
+from battle_backend.agent_cards import AgentCardError, fetch_agent_card
+from battle_backend.api_models import AgentRegistration, ApiError, BattleCreate, BattleEvent
+from battle_backend.launcher_client import check_launcher
+from battle_backend.live import BattleChange, LiveHub
+from battle_backend.records import (
+    AgentRecord,
+    BattleRecord,
+    BattleState,
+    EventRecord,
+    FinishSpec,
+    system_event,
+    utc_now_iso,
+)
+from battle_backend.settings import BackendSettings
+from battle_backend.store import (
+    AgentDeleteOutcome,
+    BattleClosed,
+    BattleNotFound,
+    BattleStore,
+    StartOutcome,
+    TokenRejected,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class BattleService:
+    """Validated operations over the store, each followed by a change notification."""
+
+    def __init__(self, store: BattleStore, hub: LiveHub, settings: BackendSettings, http: httpx.AsyncClient) -> None:
+        self.store = store
+        self.hub = hub
+        self.settings = settings
+        self.http = http
+
+    # --- agents -------------------------------------------------------------------------------------------
+    async def register_agent(self, body: AgentRegistration) -> AgentRecord:
+        """Fetch the card (400 when it cannot be had, as AgentBeats), then store the agent."""
+        try:
+            card = await fetch_agent_card(self.http, body.agent_url, timeout=self.settings.http_timeout_s)
+        except AgentCardError as exc:
+            raise ApiError(400, str(exc)) from exc
+        info = body.model_dump(mode="json", exclude_unset=True)
+        info["agent_url"] = body.agent_url
+        info["launcher_url"] = body.launcher_url
+        if not body.alias.strip():
+            info["alias"] = str(card.get("name") or "Unnamed Agent")
+        return await self.store.create_agent(info, card)
+
+    async def list_agents(self) -> list[AgentRecord]:
+        """Every agent."""
+        return await self.store.list_agents()
+
+    async def get_agent(self, agent_id: str) -> AgentRecord:
+        """One agent or 404."""
+        agent = await self.store.get_agent(agent_id)
+        if agent is None:
+            raise ApiError(404, f"Agent with ID {agent_id} not found")
+        return agent
+
+    async def set_ready(self, agent_id: str, ready: bool) -> None:
+        """The launcher's ready report; wakes battles waiting for it."""
+        if not await self.store.set_agent_ready(agent_id, ready):
+            raise ApiError(404, f"Agent with ID {agent_id} not found")
+        if ready:
+            self.hub.agent_ready(agent_id)
+
+    async def delete_agent(self, agent_id: str) -> None:
+        """Delete, refusing (409) while a battle holds the agent."""
+        outcome = await self.store.delete_agent(agent_id)
+        if outcome is AgentDeleteOutcome.NOT_FOUND:
+            raise ApiError(404, f"Agent with ID {agent_id} not found")
+        if outcome is AgentDeleteOutcome.LOCKED:
+            raise ApiError(409, f"Agent {agent_id} is locked by a running battle; delete it when the battle is over")
+
+    async def check_launcher(self, launcher_url: str) -> dict[str, Any]:
+        """AgentBeats' launcher check."""
+        return await check_launcher(self.http, launcher_url, timeout=self.settings.http_timeout_s)
+
+    # --- battles ------------------------------------------------------------------------------------------
+    async def create_battle(self, body: BattleCreate, request_base_url: str) -> BattleRecord:
+        """Validate the participants against the green agent's requirements and queue the battle."""
+        green = await self.store.get_agent(body.green_agent_id)
+        if green is None:
+            raise ApiError(404, f"Green agent with ID {body.green_agent_id} not found")
+        if not green.is_green:
+            raise ApiError(400, f"Agent {green.agent_id} ({green.alias}) is not a green agent")
+        if green.status != "unlocked":
+            raise ApiError(400, f"Green agent {green.agent_id} is not unlocked")
+        requirements = [r for r in green.register_info.get("participant_requirements") or [] if isinstance(r, dict)]
+        expected = [str(r.get("name")) for r in requirements]
+        expected_text = ", ".join(expected) if expected else "(none: this green agent declares no participants)"
+        opponents: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for opponent in body.opponents:
+            if opponent.name not in expected:
+                raise ApiError(
+                    400,
+                    f"Opponent name '{opponent.name}' does not match the participant requirements of green agent "
+                    f"{green.agent_id}; expected names: {expected_text}",
+                )
+            if opponent.name in seen:
+                raise ApiError(400, f"Opponent name '{opponent.name}' is given twice; expected names: {expected_text}")
+            seen.add(opponent.name)
+            agent = await self.store.get_agent(opponent.agent_id)
+            if agent is None:
+                raise ApiError(404, f"Opponent agent {opponent.name} with ID {opponent.agent_id} not found")
+            if agent.status != "unlocked":
+                raise ApiError(400, f"Opponent agent {opponent.name} with ID {opponent.agent_id} is not unlocked")
+            entry = opponent.model_dump(mode="json", exclude_none=True)
+            if "role" not in entry:
+                entry["role"] = next(str(r.get("role")) for r in requirements if r.get("name") == opponent.name)
+            opponents.append(entry)
+        missing = [str(r.get("name")) for r in requirements if r.get("required") and r.get("name") not in seen]
+        if missing:
+            raise ApiError(
+                400, f"Required participant(s) missing: {', '.join(missing)}; expected names: {expected_text}"
+            )
+        backend_url = self.settings.public_url or request_base_url.rstrip("/")
+        battle = await self.store.create_battle(green.agent_id, opponents, body.config, backend_url)
+        self.hub.publish(BattleChange(battle.battle_id, BattleState.QUEUED))
+        return battle
+
+    async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord:
+        """One battle or 404."""
+        battle = await self.store.get_battle(battle_id, include_events=include_events)
+        if battle is None:
+            raise ApiError(404, f"Battle with ID {battle_id} not found")
+        return battle
+
+    async def list_battles(self, *, include_events: bool = False) -> list[BattleRecord]:
+        """Every battle, oldest first."""
+        return await self.store.list_battles(include_events=include_events)
+
+    async def queue_positions(self) -> dict[str, int]:
+        """1-based positions of the queued battles (AgentBeats reports ``queue_position``)."""
+        queued = await self.store.battle_ids_in_state(BattleState.QUEUED)
+        return {battle_id: index + 1 for index, battle_id in enumerate(queued)}
+
+    async def post_event(
+        self, battle_id: str, event: BattleEvent, posted: dict[str, Any], token: str | None
+    ) -> EventRecord:
+        """Store an agent's event exactly as posted (plus a timestamp when missing); a result finishes the battle."""
+        payload = dict(posted)
+        if not payload.get("timestamp"):
+            payload["timestamp"] = utc_now_iso()
+        finish = None
+        if event.is_result:
+            finish = FinishSpec(
+                winner=event.winner or "draw",
+                detail=event.detail if event.detail is not None else {},
+                finish_time=str(payload["timestamp"]),
+            )
+        try:
+            record = await self.store.append_event(
+                battle_id, payload, finish=finish, presented_token=token, enforce_token=self.settings.require_token
+            )
+        except BattleNotFound as exc:
+            raise ApiError(404, f"Battle with ID {battle_id} not found") from exc
+        except TokenRejected as exc:
+            raise ApiError(
+                401,
+                "This backend requires the battle token: send the battle_token from battle_info/battle_start as "
+                "'X-Battle-Token: <token>' or 'Authorization: Bearer <token>'",
+                headers={"WWW-Authenticate": "Bearer"},
+            ) from exc
+        except BattleClosed as exc:
+            raise ApiError(400, f"Battle {battle_id} is not in a valid state for updates: {exc.state.value}") from exc
+        self.hub.publish(BattleChange(battle_id, BattleState.FINISHED if finish else None))
+        return record
+
+    # --- used by the battle flow and the scheduler ----------------------------------------------------------
+    async def log(self, battle_id: str, message: str, detail: Any = None) -> None:
+        """A system entry in the battle's history (dropped silently once the battle is over)."""
+        if await self.store.add_system_event(battle_id, system_event(message, detail)) is not None:
+            self.hub.publish(BattleChange(battle_id))
+
+    async def start(self, battle_id: str, token: str) -> StartOutcome:
+        """queued -> running (agents locked) when possible."""
+        outcome = await self.store.start_battle(battle_id, token)
+        if outcome is StartOutcome.STARTED:
+            self.hub.publish(BattleChange(battle_id, BattleState.RUNNING))
+        return outcome
+
+    async def fail(self, battle_id: str, reason: str) -> bool:
+        """-> error with a reason; agents unlocked. False if the battle had already moved on."""
+        logger.warning("battle %s failed: %s", battle_id, reason)
+        done = await self.store.fail_battle(battle_id, reason)
+        if done:
+            self.hub.publish(BattleChange(battle_id, BattleState.ERROR))
+        return done
+
+    async def time_out(self, battle_id: str, battle_timeout: float) -> bool:
+        """The battle timeout expired: finish as a draw (AgentBeats' result shape), later results get 400."""
+        finish = FinishSpec(
+            winner="draw",
+            detail={"message": "Battle timed out", "battle_timeout": battle_timeout},
+            finish_time=utc_now_iso(),
+            extra={"reason": "timeout"},
+        )
+        event = system_event(
+            f"Battle timed out after {battle_timeout:g} seconds: finished as a draw", {"battle_timeout": battle_timeout}
+        )
+        done = await self.store.finish_battle(battle_id, finish, event)
+        if done:
+            self.hub.publish(BattleChange(battle_id, BattleState.FINISHED))
+        return done

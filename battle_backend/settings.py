@@ -1,0 +1,60 @@
+"""The backend's configuration: one validated model passed down explicitly (no process-wide state).
+
+Defaults follow the AgentBeats backend (120 s to get ready, 5 s poll, 300 s battle timeout) so that agents written
+for it behave the same here; tests and `arena run` shorten them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_DB_PATH = Path("arena_backend.sqlite3")
+
+
+class BackendSettings(BaseModel):
+    """Everything `create_app` needs; every field has a safe default."""
+
+    model_config = ConfigDict(frozen=True)
+
+    db_path: Path = DEFAULT_DB_PATH
+    """SQLite file (WAL mode). Created with its schema on first start."""
+    public_url: str | None = None
+    """The URL agents use to reach this backend (sent as ``backend_url``). When unset, the base URL of the
+    ``POST /battles`` request that created the battle is used, which is right whenever agents and the battle's
+    creator reach the backend the same way (the local case)."""
+    max_concurrent_battles: int = Field(default=4, ge=1, le=256)
+    """Battles in state running at once; more wait in the queue (AgentBeats runs one)."""
+    ready_timeout_s: float = Field(default=120.0, gt=0)
+    """How long to wait for every agent's launcher to report ``PUT /agents/{id} {"ready": true}``."""
+    ready_poll_interval_s: float = Field(default=5.0, gt=0)
+    """Fallback poll of the ready flags; a ready report also wakes the waiter at once."""
+    battle_timeout_default_s: float = Field(default=300.0, gt=0)
+    """Used when the green agent registered no ``battle_timeout``. On expiry the battle finishes as a draw."""
+    start_delay_s: float = Field(default=0.0, ge=0)
+    """Pause between battle_info and battle_start. AgentBeats sleeps 5 s here; battle_info already proves the
+    agents answer, so the default is no pause."""
+    green_ack_timeout_s: float = Field(default=5.0, gt=0)
+    """How long to wait for the green agent's first answer on the battle_start stream before logging that it is
+    late. A late green agent is never marked errored: its later reports are accepted until the battle timeout."""
+    a2a_timeout_s: float = Field(default=30.0, gt=0)
+    """Read timeout for a battle_info answer. A timeout is logged as a warning, not an error."""
+    http_timeout_s: float = Field(default=10.0, gt=0)
+    """Timeout for agent-card fetches and launcher calls."""
+    require_token: bool = False
+    """When on, ``POST /battles/{id}`` needs the battle's token (``X-Battle-Token`` or ``Authorization: Bearer``).
+    Off by default because AgentBeats agents do not send one."""
+    sse_ping_interval_s: float = Field(default=15.0, gt=0)
+    """Keep-alive interval of the server-sent-events stream."""
+
+    @field_validator("public_url")
+    @classmethod
+    def _strip_trailing_slash(cls, value: str | None) -> str | None:
+        """Agents append paths to backend_url; a trailing slash would double it."""
+        if value is None:
+            return None
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("public_url must start with http:// or https://")
+        return value

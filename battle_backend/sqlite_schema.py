@@ -1,0 +1,94 @@
+"""The SQLite schema as numbered migrations, applied in order on start (``schema_version`` holds the last one).
+
+Add a migration by appending (N+1, sql); never edit an applied one. A database newer than this code is refused
+rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA_V1 = """
+CREATE TABLE agents (
+    agent_id      TEXT PRIMARY KEY,
+    register_info TEXT NOT NULL,           -- JSON: the registration body as sent
+    agent_card    TEXT NOT NULL,           -- JSON: the card fetched at registration
+    locked_by     TEXT,                    -- battle id holding the lock; NULL = unlocked
+    ready         INTEGER NOT NULL DEFAULT 0,
+    elo_rating    INTEGER,                 -- NULL for green agents
+    created_at    TEXT NOT NULL
+);
+CREATE TABLE agent_battle_history (
+    agent_id       TEXT NOT NULL,
+    battle_id      TEXT NOT NULL,
+    result         TEXT NOT NULL,          -- win | loss | draw | error
+    elo_change     INTEGER NOT NULL,
+    final_rating   INTEGER,
+    opponents      TEXT NOT NULL,          -- JSON list of agent ids
+    green_agent_id TEXT NOT NULL,
+    timestamp      TEXT NOT NULL,
+    UNIQUE (agent_id, battle_id)
+);
+CREATE INDEX agent_battle_history_agent ON agent_battle_history (agent_id);
+CREATE TABLE battles (
+    battle_id      TEXT PRIMARY KEY,
+    green_agent_id TEXT NOT NULL,
+    opponents      TEXT NOT NULL,          -- JSON list of {name, agent_id, role?}
+    config         TEXT NOT NULL,          -- JSON object
+    state          TEXT NOT NULL CHECK (state IN ('queued', 'running', 'finished', 'error')),
+    created_at     TEXT NOT NULL,
+    started_at     TEXT,
+    finished_at    TEXT,
+    deadline_at    REAL,                   -- epoch seconds of the battle timeout
+    battle_timeout REAL,
+    result         TEXT,                   -- JSON {winner, detail, finish_time}
+    error          TEXT,
+    backend_url    TEXT,
+    battle_token   TEXT,
+    last_seq       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX battles_state ON battles (state);
+CREATE TABLE battle_events (
+    battle_id   TEXT NOT NULL REFERENCES battles (battle_id) ON DELETE CASCADE,
+    seq         INTEGER NOT NULL,
+    payload     TEXT NOT NULL,             -- JSON: the event as posted (plus a timestamp when it had none)
+    received_at TEXT NOT NULL,
+    PRIMARY KEY (battle_id, seq)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, SCHEMA_V1),)
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+
+class SchemaTooNew(RuntimeError):
+    """The file was written by a newer version of the backend."""
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    """0 for a fresh file."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every pending migration, each in its own transaction; returns the version reached."""
+    version = current_version(conn)
+    if version > LATEST_VERSION:
+        raise SchemaTooNew(
+            f"database schema version {version} is newer than this backend understands ({LATEST_VERSION})"
+        )
+    for number, sql in MIGRATIONS:
+        if number <= version:
+            continue
+        try:
+            conn.executescript(
+                f"BEGIN IMMEDIATE;\n{sql}\nINSERT INTO schema_version (version) VALUES ({number});\nCOMMIT;"
+            )
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        version = number
+    return version

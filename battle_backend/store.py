@@ -1,0 +1,141 @@
+"""The storage seam: what the backend needs from a database, as a Protocol.
+
+SQLite implements it today (`sqlite_store.SQLiteStore`); a PostgreSQL implementation can be added later without
+touching the API, the battle flow or the web page. Every method that changes a battle does the whole change in one
+transaction (state, events, ELO, agent locks), so readers never see half a transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any, Protocol
+
+from battle_backend.records import AgentRecord, BattleRecord, BattleState, EventRecord, FinishSpec
+
+
+class StoreError(Exception):
+    """Base class of the store's refusals."""
+
+
+class BattleNotFound(StoreError):
+    """No battle with that id."""
+
+
+class BattleClosed(StoreError):
+    """The battle is finished or errored: events are refused."""
+
+    def __init__(self, battle_id: str, state: BattleState) -> None:
+        super().__init__(f"Battle {battle_id} is {state.value}: it accepts no more events")
+        self.battle_id = battle_id
+        self.state = state
+
+
+class TokenRejected(StoreError):
+    """Write protection is on and the presented battle token is missing or wrong."""
+
+
+class AgentDeleteOutcome(StrEnum):
+    """What ``delete_agent`` did."""
+
+    DELETED = "deleted"
+    NOT_FOUND = "not_found"
+    LOCKED = "locked"
+
+
+class StartOutcome(StrEnum):
+    """What ``start_battle`` did."""
+
+    STARTED = "started"
+    AGENTS_BUSY = "agents_busy"
+    """An agent is locked by another battle: the battle stays queued."""
+    NOT_QUEUED = "not_queued"
+    MISSING_AGENT = "missing_agent"
+    """A participant was deleted since the battle was created: the caller fails the battle."""
+
+
+class BattleStore(Protocol):
+    """Agents CRUD, battles CRUD, atomic event append and state transitions."""
+
+    async def open(self) -> None:
+        """Create or migrate the schema; must be called before anything else."""
+
+    async def close(self) -> None:
+        """Flush and release connections and threads."""
+
+    # --- agents -------------------------------------------------------------------------------------------
+    async def create_agent(self, register_info: dict[str, Any], agent_card: dict[str, Any]) -> AgentRecord:
+        """Store a new, unlocked, not-ready agent (rating 1000 unless green)."""
+
+    async def get_agent(self, agent_id: str) -> AgentRecord | None:
+        """One agent with its ELO history, or None."""
+
+    async def list_agents(self) -> list[AgentRecord]:
+        """Every agent, oldest first."""
+
+    async def set_agent_ready(self, agent_id: str, ready: bool) -> bool:
+        """Set the ready flag; False when the agent does not exist."""
+
+    async def delete_agent(self, agent_id: str) -> AgentDeleteOutcome:
+        """Delete an agent unless a battle holds its lock."""
+
+    # --- battles ------------------------------------------------------------------------------------------
+    async def create_battle(
+        self, green_agent_id: str, opponents: list[dict[str, Any]], config: dict[str, Any], backend_url: str | None
+    ) -> BattleRecord:
+        """Store a new battle in state queued."""
+
+    async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord | None:
+        """One battle, with its events in sequence order when asked."""
+
+    async def list_battles(self, *, include_events: bool = False) -> list[BattleRecord]:
+        """Every battle, oldest first."""
+
+    async def battle_ids_in_state(self, state: BattleState) -> list[str]:
+        """Ids of the battles in one state, oldest first (the queue order for queued)."""
+
+    async def list_events(self, battle_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[EventRecord]:
+        """Events with seq > after_seq, in order."""
+
+    # --- writes that move a battle ------------------------------------------------------------------------
+    async def append_event(
+        self,
+        battle_id: str,
+        payload: dict[str, Any],
+        *,
+        finish: FinishSpec | None = None,
+        presented_token: str | None = None,
+        enforce_token: bool = False,
+    ) -> EventRecord:
+        """Append one event (its own row, its own transaction); with ``finish`` also finish the battle, apply ELO
+        and unlock the agents in that same transaction. Raises BattleNotFound, TokenRejected, BattleClosed."""
+
+    async def start_battle(self, battle_id: str, battle_token: str) -> StartOutcome:
+        """queued -> running if every participant exists and is unlocked: lock them, clear their ready flags,
+        store the token and log the start, all at once."""
+
+    async def set_deadline(self, battle_id: str, deadline_at: float, battle_timeout: float) -> bool:
+        """Record when a running battle times out (survives a restart)."""
+
+    async def fail_battle(
+        self,
+        battle_id: str,
+        reason: str,
+        *,
+        from_states: Sequence[BattleState] = (BattleState.QUEUED, BattleState.RUNNING),
+    ) -> bool:
+        """-> error with the reason, a system event, error entries in the agents' histories, agents unlocked.
+        False when the battle was not in one of ``from_states`` (someone else moved it first)."""
+
+    async def finish_battle(
+        self,
+        battle_id: str,
+        finish: FinishSpec,
+        event: dict[str, Any],
+        *,
+        from_states: Sequence[BattleState] = (BattleState.RUNNING,),
+    ) -> bool:
+        """-> finished (used for the timeout draw): event appended, ELO applied, agents unlocked, atomically."""
+
+    async def add_system_event(self, battle_id: str, event: dict[str, Any]) -> EventRecord | None:
+        """Append a backend-written event unless the battle is terminal (then None)."""

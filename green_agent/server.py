@@ -279,6 +279,8 @@ def create_app(
 
     routes: list[BaseRoute] = [
         *create_agent_card_routes(card),
+        # Legacy card path: the AgentBeats backend (1.2.6) and a2a-sdk 0.2 clients look here.
+        *create_agent_card_routes(card, card_url="/.well-known/agent.json"),
         *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
         Route("/health", health, methods=["GET"]),
     ]

@@ -144,6 +144,7 @@ def create_app(agent: TurnAgent, *, card_url: str, name: str, description: str) 
 
     routes = [
         *create_agent_card_routes(card),
+        *create_agent_card_routes(card, card_url="/.well-known/agent.json"),  # legacy path (AgentBeats 1.2.6)
         *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

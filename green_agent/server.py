@@ -118,7 +118,8 @@ class GreenAgentExecutor(AgentExecutor):
         try:
             if not white_url:
                 raise ConfigError("opponent_infos: no white agent URL in battle_start")
-            config = self._config_from(green_context.get("task_config"))
+            # AgentBeats sends the registered task_config; our backend also passes the battle's own config.
+            config = self._config_from(green_context.get("config") or green_context.get("task_config"))
             record = self.registry.start(battle_id, white_url, config, backend=backend)
         except ConfigError as error:
             if backend is not None:

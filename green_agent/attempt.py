@@ -189,7 +189,7 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
             termination = await play()
     except asyncio.CancelledError:
         raise
-    except Exception as error:  # noqa: BLE001 - every failure becomes a classified result, never an escape
+    except Exception as error:
         stop = _stop_for(error, phase=phase, deadline_expired=deadline.expired(), config=cfg, steps=steps)
         if stop.category is FailureCategory.HARNESS_ERROR:
             log.error("attempt %s/%s: %s", spec.ref.key, spec.attempt, stop.detail, exc_info=error)

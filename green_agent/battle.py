@@ -157,8 +157,9 @@ class Battle:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(one(ref, a)) for ref in refs for a in range(1, cfg.k + 1)]
         attempts = sorted((t.result() for t in tasks), key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
-        result = self._assemble(refs, attempts, started_at, time.perf_counter() - t0)
-        markdown = render_markdown(result)
+        # Bootstrap intervals and rendering are CPU work proportional to the battle's size: off the event loop.
+        result = await asyncio.to_thread(self._assemble, refs, attempts, started_at, time.perf_counter() - t0)
+        markdown = await asyncio.to_thread(render_markdown, result)
         self.markdown = markdown
         await self.emit("battle_finished", markdown, summary=result.summary.get("macro", []),
                         failure_breakdown=result.failure_breakdown, infrastructure_errors=result.infrastructure_errors)

@@ -49,5 +49,5 @@ async def fan_out(sinks: Sequence[EventSink], event: BattleEvent) -> None:
             await sink(event)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - a broken observer must not break the battle
+        except Exception:
             log.warning("progress sink %r failed for a %s event", sink, event.type, exc_info=True)

@@ -150,7 +150,7 @@ class BattleRegistry:
             except asyncio.CancelledError:
                 record.error = "cancelled"
                 raise
-            except Exception as error:  # noqa: BLE001 - reported, never silent
+            except Exception as error:
                 log.exception("battle %s failed in the harness", record.battle_id)
                 record.error = f"{type(error).__name__}: {error}"
                 if reporter is not None:

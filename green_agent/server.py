@@ -35,9 +35,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from green_agent.registry import BackendTarget, BattleRegistry
 from green_agent.config import BattleConfig, ConfigError, parse_battle_config
 from green_agent.events import BattleEvent
+from green_agent.registry import BackendTarget, BattleRegistry
 from green_agent.tau.scoring import ScoringPool
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,8 @@ class GreenAgentExecutor(AgentExecutor):
 
     def _config_from(self, task_config: Any) -> BattleConfig:
         """AgentBeats task_config: a dict or a JSON string overriding this server's default config; empty = default."""
+        if isinstance(task_config, str):  # AgentBeats 1.2.6 sends f"Task description: {registered task_config}"
+            task_config = task_config.strip().removeprefix("Task description:").strip()
         if task_config in (None, "", {}):
             return self.registry.default_config
         if isinstance(task_config, str):

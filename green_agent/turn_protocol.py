@@ -11,6 +11,11 @@ Green -> white, one A2A text message per turn:
 * later turns: ``"Tool call result:\\n<output verbatim>"`` (:func:`tool_result_message`) or
   ``"User message:\\n<text>"`` (:func:`user_message`).
 
+In tool mode ``mcp`` the first message names the attempt's MCP endpoint instead of listing the schemas and uses
+:data:`MCP_REPLY_FORMAT` (tools are called over MCP, replies are ``respond`` actions); its data part carries the
+endpoint (``"mcp": {"url", "token", ...}``). Pass ``mcp=`` to :func:`build_first_message` and
+:func:`build_first_data`. A ``<json>`` tool action is still accepted in that mode (it runs on the same environment).
+
 White -> green: exactly one action per reply, ``{"name": <tool name> | "respond", "arguments": {...}}``
 (``"kwargs"`` is a synonym of ``"arguments"``). :func:`parse_action` accepts, in this order of precedence:
 
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -59,6 +65,20 @@ Reply format: answer every message with exactly ONE action, written as a JSON ob
 - One action per reply. After a tool call you receive "Tool call result:" followed by the tool's output; after a
   "respond" you receive "User message:" followed by the user's answer."""
 """The reply-format instructions sent in the first message of every attempt."""
+
+MCP_REPLY_FORMAT = """\
+Tools: this conversation's tools are served over MCP (streamable HTTP) at the URL given above and in the "mcp"
+object of this message's data part and metadata. Authenticate with its token ("Authorization: Bearer <token>").
+Every call runs on this conversation's environment and is recorded. Call the tools there, as many as you need,
+before you reply.
+
+Reply format: answer every message with exactly ONE action for the user, written as a JSON object inside
+<json></json> tags:
+
+<json>{"name": "respond", "arguments": {"content": "<your message to the user>"}}</json>
+
+After a "respond" you receive "User message:" followed by the user's answer."""
+"""The reply-format instructions of tool mode ``mcp``: tools over MCP, replies are ``respond`` actions."""
 
 ActionSource = Literal["tag", "fenced", "bare", "data"]
 
@@ -95,20 +115,44 @@ class ActionParseError(ValueError):
 # Green -> white
 
 
-def build_first_message(policy: str, tools: list[dict[str, Any]], user_text: str) -> str:
-    """The first message of an attempt: policy, tool schemas as JSON, reply format, then the user's first words."""
-    tools_json = json.dumps(tools, indent=2, ensure_ascii=False)
-    return (
-        f"{policy.strip()}\n\n"
-        f"Tools you can call (JSON schemas):\n{tools_json}\n\n"
-        f"{REPLY_FORMAT}\n\n"
-        f"{USER_MESSAGE_PREFIX} {user_text}"
-    )
+def _tool_names(tools: list[dict[str, Any]]) -> list[str]:
+    names = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.append(function["name"])
+    return names
 
 
-def build_first_data(policy: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """The first message's structured twin, sent as an A2A data part so agents need not re-parse the text."""
-    return {"policy": policy, "tools": tools, "reply_format": REPLY_FORMAT}
+def build_first_message(
+    policy: str, tools: list[dict[str, Any]], user_text: str, *, mcp: Mapping[str, Any] | None = None
+) -> str:
+    """The first message of an attempt: policy, tools, reply format, then the user's first words.
+
+    Text mode lists the tool schemas as JSON; with ``mcp`` (the attempt's endpoint description, tool mode "mcp")
+    it names the endpoint and the tools, and explains that tools are called over MCP and replies are ``respond``.
+    """
+    if mcp is None:
+        tools_part = f"Tools you can call (JSON schemas):\n{json.dumps(tools, indent=2, ensure_ascii=False)}"
+        reply_format = REPLY_FORMAT
+    else:
+        tools_part = (f"Tools you can call over MCP at {mcp.get('url', '(see the data part)')}: "
+                      f"{', '.join(_tool_names(tools))}")
+        reply_format = MCP_REPLY_FORMAT
+    return f"{policy.strip()}\n\n{tools_part}\n\n{reply_format}\n\n{USER_MESSAGE_PREFIX} {user_text}"
+
+
+def build_first_data(
+    policy: str, tools: list[dict[str, Any]], *, mcp: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The first message's structured twin, sent as an A2A data part so agents need not re-parse the text.
+
+    With ``mcp`` (tool mode "mcp") it also carries the endpoint under ``"mcp"`` and the MCP reply format; the tool
+    schemas stay, so agents that want them need not list them over MCP.
+    """
+    if mcp is None:
+        return {"policy": policy, "tools": tools, "reply_format": REPLY_FORMAT}
+    return {"policy": policy, "tools": tools, "reply_format": MCP_REPLY_FORMAT, "mcp": dict(mcp)}
 
 
 def tool_result_message(output: str) -> str:

@@ -2,6 +2,8 @@
 
 Commands:
   arena run SCENARIO.toml     start the agents, run the battle with live progress, print the summary
+                              (--backend local|URL: through an AgentBeats-compatible backend, watchable in a browser)
+  arena backend ...           the AgentBeats-compatible battle backend with its live web page
   arena launcher ... -- CMD   an AgentBeats launcher server for one agent command
   arena green ... / white ... the agents themselves (same as ``arena-green`` / ``arena-white``)
 """
@@ -19,6 +21,8 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
+from launcher.eval_commands import eval_csv_command, score_command
+
 app = typer.Typer(
     name="arena",
     help="Arena: reliability battles (tau-bench over A2A, pass^k) between a green assessor and a white agent.",
@@ -26,6 +30,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command("score")(score_command)
+app.command("eval-csv")(eval_csv_command)
 
 _PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
@@ -51,6 +57,22 @@ def run(
         bool, typer.Option("--with-launchers", help="start each agent behind an AgentBeats launcher server")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live progress, only the summary")] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", help="run the battle through an AgentBeats-compatible backend: 'local' starts ours "
+                     "for this run (SQLite in the run directory), or the URL of a running one (ours or AgentBeats)"),
+    ] = None,
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="with --backend: open the battle page in a web browser")
+    ] = False,
+    keep_backend: Annotated[
+        bool, typer.Option("--keep-backend", help="with --backend local: keep the backend serving after the battle "
+                           "until Ctrl-C")
+    ] = False,
+    battle_timeout: Annotated[
+        float | None, typer.Option(help="with --backend: the green agent's battle_timeout in seconds "
+                                   "(default: estimated from the scenario)")
+    ] = None,
     startup_timeout: Annotated[float, typer.Option(help="seconds each agent gets to answer its card")] = 120.0,
     log_level: Annotated[str, typer.Option(help="log level of the arena process itself")] = "warning",
     green_module: Annotated[str, typer.Option(hidden=True)] = "green_agent",
@@ -59,6 +81,7 @@ def run(
     """Run a battle: start the white and green agents, stream progress, print the pass^k summary.
 
     Exit codes: 0 the battle completed (whatever the agent scored), 1 harness error, 2 configuration error, 130 interrupted (Ctrl-C).
+    With --backend, a battle that the backend puts in state error or ends by timeout also exits 1.
     """
     from launcher.run_command import EXIT_INTERRUPTED, RunOptions, execute_run, say
 
@@ -75,8 +98,18 @@ def run(
         green_module=green_module,
         white_module=white_module,
     )
+    if backend is None and (open_browser or keep_backend or battle_timeout is not None):
+        say(console, "--open, --keep-backend and --battle-timeout need --backend", label="configuration error:")
+        raise typer.Exit(2)
     try:
-        report = asyncio.run(execute_run(options, console))
+        if backend is not None:
+            from launcher.backend_run import BackendRunOptions, execute_backend_run
+
+            backend_options = BackendRunOptions(options, backend, open_browser=open_browser,
+                                                keep_backend=keep_backend, battle_timeout_s=battle_timeout)
+            report = asyncio.run(execute_backend_run(backend_options, console))
+        else:
+            report = asyncio.run(execute_run(options, console))
     except KeyboardInterrupt:
         say(console, "interrupted; all agents stopped")
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -122,6 +155,13 @@ def _exec_module(module: str, args: list[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)
+
+
+@app.command(context_settings=_PASS_THROUGH, add_help_option=False)
+def backend(ctx: typer.Context) -> None:
+    """Serve the AgentBeats-compatible battle backend and its live web page (arguments go to python -m battle_backend:
+    --host, --port, --db, --public-url, --max-concurrent-battles, ...; try: arena backend --help)."""
+    _exec_module("battle_backend", list(ctx.args))
 
 
 @app.command(context_settings=_PASS_THROUGH, add_help_option=False)

@@ -160,10 +160,12 @@ def white_agent_argv(white: WhiteAgentConfig, port: int, *, python: str, module:
     return argv
 
 
-def green_agent_argv(port: int, runs_dir: Path, *, python: str, module: str = "green_agent") -> list[str]:
-    """The green agent's command line."""
-    return [python, "-m", module, "--host", "127.0.0.1", "--port", str(port), "--card-url", loopback_url(port),
+def green_agent_argv(port: int, runs_dir: Path, *, python: str, module: str = "green_agent",
+                     scenario: Path | None = None) -> list[str]:
+    """The green agent's command line; ``scenario`` makes its [pass_k_config] the default of AgentBeats battles."""
+    argv = [python, "-m", module, "--host", "127.0.0.1", "--port", str(port), "--card-url", loopback_url(port),
             "--runs-dir", str(runs_dir), "--log-level", "warning"]
+    return argv + (["--scenario", str(scenario)] if scenario is not None else [])
 
 
 def launcher_argv(agent_argv: Sequence[str], *, port: int, agent_url: str, name: str, log_dir: Path,
@@ -246,7 +248,7 @@ class BattleDisplay:
         self._progress.update(self._task, ok=self.ok, failed=self.failed, infra=self.infra, **kwargs)
 
 
-async def _start_agent(
+async def start_agent(
     group: ProcessGroup,
     display: BattleDisplay,
     name: str,
@@ -372,12 +374,12 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
                 else:
                     white_argv = white_agent_argv(scenario.white_agent, white_port, python=options.python,
                                                   module=options.white_module)
-                    white_url, white_proc = await _start_agent(group, display, "white_agent", white_argv, white_port,
-                                                               white_launcher_port, options, prepared.log_dir)
+                    white_url, white_proc = await start_agent(group, display, "white_agent", white_argv, white_port,
+                                                              white_launcher_port, options, prepared.log_dir)
                 green_argv = green_agent_argv(green_port, options.runs_dir, python=options.python,
                                               module=options.green_module)
-                green_url, green_proc = await _start_agent(group, display, "green_agent", green_argv, green_port,
-                                                           green_launcher_port, options, prepared.log_dir)
+                green_url, green_proc = await start_agent(group, display, "green_agent", green_argv, green_port,
+                                                          green_launcher_port, options, prepared.log_dir)
                 report.pids = [p.pid for p in group.processes]
                 display.status(f"battle {prepared.battle_id}")
                 outcome = await _assess(green_proc, green_url, white_url, prepared, display, options)

@@ -2,7 +2,9 @@
 
 Options: ``--card-url`` (the URL the card announces, default ``http://HOST:PORT/``), ``--seed`` and
 ``--fault-rate NAME=RATE ...`` (flaky), ``--model --base-url --api-key-env --temperature`` (llm),
-``--max-contexts`` (all), ``--log-level`` (default warning: quiet). Exit code 2 on a configuration error.
+``--max-tool-calls-per-turn`` (llm, tool mode "mcp"), ``--max-contexts`` (all), ``--log-level`` (default warning:
+quiet). Exit code 2 on a configuration error. In tool mode "mcp" every agent finds its MCP endpoint in the first
+message; nothing needs configuring.
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--base-url", default=None, help="llm: OpenAI-compatible base URL")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="llm: environment variable holding the key")
     parser.add_argument("--temperature", type=float, default=0.0, help="llm: sampling temperature")
+    parser.add_argument("--max-tool-calls-per-turn", type=int, default=40,
+                        help="llm, tool mode mcp: tool calls allowed before the agent must answer the user")
     parser.add_argument("--max-contexts", type=int, default=DEFAULT_MAX_CONTEXTS, help="conversations kept (LRU)")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning")
     return parser
@@ -99,8 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 api_key_env=args.api_key_env,
                 temperature=args.temperature,
                 max_contexts=args.max_contexts,
+                max_tool_calls_per_turn=args.max_tool_calls_per_turn,
             )
-            if args.kind == "llm"
+            if args.kind in ("llm", "finance-llm")
             else None
         )
         agent = make_agent(

@@ -10,13 +10,14 @@ from starlette.applications import Starlette
 
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS
 from white_agent.errors import WhiteAgentConfigError
+from white_agent.finance.agent import FinanceAgent, FinanceLlmSettings
 from white_agent.flaky import DEFAULT_NO_REPLY_S, FlakyAgent
 from white_agent.llm import LlmAgent, LlmAgentSettings
 from white_agent.replay import ReplayAgent
 from white_agent.server import create_app
 
-AgentKind = Literal["llm", "replay", "flaky"]
-AGENT_KINDS: tuple[AgentKind, ...] = ("llm", "replay", "flaky")
+AgentKind = Literal["llm", "replay", "flaky", "finance", "finance-llm"]
+AGENT_KINDS: tuple[AgentKind, ...] = ("llm", "replay", "flaky", "finance", "finance-llm")
 
 
 def make_agent(
@@ -29,7 +30,7 @@ def make_agent(
     no_reply_s: float = DEFAULT_NO_REPLY_S,
     api_key: str | None = None,
     http_client: httpx.AsyncClient | None = None,
-) -> ReplayAgent | LlmAgent:
+) -> ReplayAgent | LlmAgent | FinanceAgent:
     """The agent of ``kind``; raises :class:`WhiteAgentConfigError` for an unknown kind or bad settings.
 
     ``api_key`` and ``http_client`` only matter for ``llm`` (tests pass them; normally the key comes from the
@@ -44,9 +45,16 @@ def make_agent(
         if settings.max_contexts != max_contexts and llm is None:
             settings = settings.model_copy(update={"max_contexts": max_contexts})
         return LlmAgent(settings, api_key=api_key, http_client=http_client)
+    if kind == "finance":
+        return FinanceAgent("scripted", max_contexts=max_contexts)
+    if kind == "finance-llm":
+        base = llm or LlmAgentSettings()
+        finance = FinanceLlmSettings(model=base.model, base_url=base.base_url, api_key_env=base.api_key_env,
+                                     temperature=base.temperature)
+        return FinanceAgent("llm", llm=finance, api_key=api_key, http_client=http_client, max_contexts=max_contexts)
     raise WhiteAgentConfigError(f"kind: unknown agent kind {kind!r}; known kinds: {', '.join(AGENT_KINDS)}")
 
 
-def create_white_agent_app(agent: ReplayAgent | LlmAgent, card_url: str) -> Starlette:
+def create_white_agent_app(agent: ReplayAgent | LlmAgent | FinanceAgent, card_url: str) -> Starlette:
     """The A2A app serving ``agent``, announcing ``card_url`` in its card."""
     return create_app(agent, card_url=card_url, name=agent.card_name, description=agent.card_description)

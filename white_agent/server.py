@@ -12,9 +12,9 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from a2a.helpers import new_text_message, new_text_part
+from a2a.helpers import new_data_part, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -45,10 +45,13 @@ class AgentReply:
     ``message``         an A2A Message holding ``text`` (the normal case);
     ``task_completed``  an A2A Task, completed, with ``text`` as its status message and as an artifact;
     ``task_failed``     an A2A Task in state failed whose status message ``text`` explains why.
+
+    ``data`` (optional) is sent as a data part after the text (e.g. the finance agent's ``{"tool_calls": [...]}``).
     """
 
     text: str
     kind: ReplyKind = "message"
+    data: dict[str, Any] | None = None
 
 
 class TurnAgent(Protocol):
@@ -78,7 +81,10 @@ class TurnExecutor(AgentExecutor):
         turn = parse_green_message(message, context.metadata)
         reply = await self._agent.reply(context_id, turn)
         if reply.kind == "message":
-            await event_queue.enqueue_event(new_text_message(reply.text, context_id=context_id))
+            answer = new_text_message(reply.text, context_id=context_id)
+            if reply.data is not None:
+                answer.parts.append(new_data_part(reply.data))
+            await event_queue.enqueue_event(answer)
             return
         task_id = context.task_id or str(uuid.uuid4())
         await event_queue.enqueue_event(
@@ -94,7 +100,8 @@ class TurnExecutor(AgentExecutor):
         if reply.kind == "task_failed":
             await updater.failed(status_message)
             return
-        await updater.add_artifact([new_text_part(reply.text)], name="action")
+        parts = [new_text_part(reply.text)] + ([new_data_part(reply.data)] if reply.data is not None else [])
+        await updater.add_artifact(parts, name="action")
         await updater.complete(status_message)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

@@ -99,12 +99,14 @@ def resolve_connector(
     environ: Mapping[str, str] | None = None,
     base_url_overrides: Mapping[str, str] | None = None,
     allow_base_url: bool = False,
+    require_key: bool = True,
 ) -> ResolvedConnector:
     """Validate a seed ``connector`` block and map it to an OpenAI-compatible endpoint.
 
     Raises :class:`ConnectorError` (message names the field, never echoes a key) for an unsupported class path, a
     missing model, a missing key for a provider that needs one, or params of the wrong type. ``class_path`` missing
-    is the caller's check (the seed has a distinct message for it).
+    is the caller's check (the seed has a distinct message for it). ``require_key=False`` (the lexical judge will
+    score, so the connector is validated but never called) accepts a missing key.
     """
     class_path = connector.get("class_path")
     if not isinstance(class_path, str) or not class_path.strip():
@@ -137,11 +139,11 @@ def resolve_connector(
     if not key:
         key = (os.environ if environ is None else environ).get(API_KEY_ENV) or None
     if not key:
-        if provider.needs_key:
+        if provider.needs_key and require_key:
             raise ConnectorError(
                 f"no API key for {provider.name}: set connector.params.api_key or the {API_KEY_ENV} environment variable"
             )
-        key = "ollama"  # the openai client insists on a key; Ollama ignores it
+        key = "unused"  # the openai client insists on a key; Ollama ignores it (and the lexical judge calls nothing)
 
     base_url = provider.base_url
     overrides = base_url_overrides or {}

@@ -206,7 +206,7 @@ async def run_csv_suite(suite: CsvSuite, agent_url: str, judge: Judge, *, option
                 driver.cancel()
                 await asyncio.wait([driver])
                 raise
-    except Exception as error:  # noqa: BLE001 - the stream must end with an error event, not a broken connection
+    except Exception as error:
         logger.exception("CSV suite run failed")
         yield "error", {"message": f"the suite run failed in the harness: {type(error).__name__}: {error}"}
         return

@@ -292,10 +292,12 @@ def _parse(payload: Any, settings: JudgeSettings) -> tuple[ResolvedConnector, li
         raise RunError(f"{ERR_CONNECTOR}: connector must be a JSON object")
     if not isinstance(connector.get("class_path"), str) or not connector.get("class_path", "").strip():
         raise RunError(ERR_NO_CLASS_PATH)
+    raw_config = payload.get("config")
+    lexical = settings.offline or (isinstance(raw_config, Mapping) and raw_config.get("judge") == "lexical")
     try:
         resolved = resolve_connector(connector, environ=settings.environ,
                                      base_url_overrides=settings.base_url_overrides,
-                                     allow_base_url=settings.allow_base_url)
+                                     allow_base_url=settings.allow_base_url, require_key=not lexical)
     except ConnectorError as error:
         raise RunError(f"{ERR_CONNECTOR}: {error}") from None
     datasets = payload.get("datasets")
@@ -311,9 +313,8 @@ def _parse(payload: Any, settings: JudgeSettings) -> tuple[ResolvedConnector, li
             parsed.append(ConversationDataset.model_validate(dataset))
         except ValidationError as error:
             raise RunError(f"{ERR_FAILED}: invalid request: {_errors_text(error, f'datasets[{index}]')}") from None
-    raw_config = payload.get("config") or {}
     try:
-        config = RunConfig.model_validate(raw_config)
+        config = RunConfig.model_validate(raw_config or {})
     except ValidationError as error:
         raise RunError(f"{ERR_FAILED}: invalid request: {_errors_text(error, 'config')}") from None
     return resolved, parsed, config
@@ -330,7 +331,7 @@ async def run_agentic(payload: Any, settings: JudgeSettings, *, cache: JudgeCach
     llm: LlmJudge | None = None
     if settings.offline or config.judge == "lexical":
         judge = LexicalJudge()
-        why = "the server runs offline" if settings.offline else "config.judge is 'lexical'"
+        why = "offline mode" if settings.offline else "config.judge is 'lexical'"
         warnings.append(f"scored by the lexical judge ({why}); connector {resolved.provider}/{resolved.model} was "
                         "validated but not called")
     else:

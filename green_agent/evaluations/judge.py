@@ -241,6 +241,7 @@ class LlmJudge:
             http_client=http_client,
         )
         self._model_id = f"{connector.provider}:{connector.model}@{connector.base_url}"
+        self._owns_http = http_client is None
 
     def _info(self, prompt: JudgePrompt, structured: bool) -> JudgeInfo:
         return JudgeInfo(kind="llm", name=self.name, provider=self.connector.provider, model=self.connector.model,
@@ -252,8 +253,9 @@ class LlmJudge:
                 "structured_output": self.use_structured_output, "cache": self.cache is not None}
 
     async def aclose(self) -> None:
-        """Close the HTTP client (a caller-supplied httpx client is left open by the openai SDK)."""
-        await self._client.close()
+        """Close the HTTP client, unless the caller supplied it (the openai SDK would close that one too)."""
+        if self._owns_http:
+            await self._client.close()
 
     async def evaluate_many(self, prompt: JudgePrompt, inputs: Sequence[Mapping[str, Any]]) -> list[JudgeOutcome]:
         """Cached answers first, then the misses judged concurrently (bounded), then the new verdicts stored."""

@@ -14,7 +14,7 @@ Rules per judge prompt (each returns an answer dict shaped like the prompt's ans
   "What is 5 + 3?" / "5 + 3 equals 8" -> informative {8}; "The result is 8." scores 1.0.
 - response_faithfulness: with expected keywords, the share of keywords contained in the response (every token of a
   keyword present); without keywords, the share of the response's numbers supported by a tool result.
-- goal_inference: user goal = the first user message; end state = the agent's last message plus tool outputs.
+- goal_inference: user goal = the first user message; end state = everything the agent said plus the tool outputs.
 - goal_comparison: achieved when >= 70% of the desired outcome's informative terms appear in the achieved outcome;
   declines when the desired outcome was inferred rather than given as a reference.
 - topic_extraction: each user message is a topic; topic_classification: a topic is in the reference when it shares a
@@ -34,11 +34,7 @@ GOAL_RECALL_THRESHOLD = 0.7
 
 _TOKEN = re.compile(r"[$€£]?\d[\d,]*(?:\.\d+)?%?|[^\W\d_]+", re.UNICODE)
 _STOPWORDS = frozenset(
-    """a an the is are was were be been being am of to in on for and or with at by from as that this these those it
-    its what which who whom whose how much many when where why equals equal result results answer total value
-    approximately approx about around current currently please me my your yours you we our us they them their there
-    here do does did can could would should will shall may might has have had than then so if also just some any
-    tell give show get find let know ll re ve into over per each all both""".split()
+    ["a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "am", "of", "to", "in", "on", "for", "and", "or", "with", "at", "by", "from", "as", "that", "this", "these", "those", "it", "its", "what", "which", "who", "whom", "whose", "how", "much", "many", "when", "where", "why", "equals", "equal", "result", "results", "answer", "total", "value", "approximately", "approx", "about", "around", "current", "currently", "please", "me", "my", "your", "yours", "you", "we", "our", "us", "they", "them", "their", "there", "here", "do", "does", "did", "can", "could", "would", "should", "will", "shall", "may", "might", "has", "have", "had", "than", "then", "so", "if", "also", "just", "some", "any", "tell", "give", "show", "get", "find", "let", "know", "ll", "re", "ve", "into", "over", "per", "each", "all", "both", "user", "customer", "agent", "assistant", "ai", "bot", "human"]
 )
 _REFUSAL = re.compile(
     r"\b(i\s*(?:can(?:'|no)?t|cannot|am unable|'m unable|am not able|'m not able|won'?t|do not|don'?t)\s+"
@@ -176,7 +172,7 @@ def _pct(x: float) -> str:
 
 
 def answer_correctness(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    score, found, missing = informative_recall(
+    score, _found_terms, missing = informative_recall(
         str(inputs.get("ground_truth") or ""), str(inputs.get("answer") or ""), ignore=str(inputs.get("query") or "")
     )
     reasoning = f"lexical: {_pct(score)} of the reference's informative terms found in the answer"
@@ -218,7 +214,7 @@ def goal_inference(inputs: Mapping[str, Any]) -> dict[str, Any]:
     tools_out = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
     if not humans:
         raise LexicalUnsupported("lexical judge: the conversation has no user message")
-    end = " ".join(([ais[-1]] if ais else []) + tools_out)
+    end = " ".join(ais + tools_out)
     return {"user_goal": humans[0], "end_state": end}
 
 
@@ -227,8 +223,8 @@ def goal_comparison(inputs: Mapping[str, Any]) -> dict[str, Any]:
         raise LexicalUnsupported(
             "lexical judge: cannot infer a goal without a reference outcome (use an LLM judge, or give a reference)"
         )
-    score, found, missing = informative_recall(str(inputs.get("desired_outcome") or ""),
-                                               str(inputs.get("achieved_outcome") or ""))
+    score, _found_terms, missing = informative_recall(str(inputs.get("desired_outcome") or ""),
+                                                      str(inputs.get("achieved_outcome") or ""))
     achieved = score >= GOAL_RECALL_THRESHOLD
     reason = f"lexical: {_pct(score)} of the reference outcome's terms found in the end state"
     if missing:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import logging
 import sys
@@ -22,6 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", type=Path, default=None,
                         help="scenario TOML whose [pass_k_config] is the default for AgentBeats battles")
     parser.add_argument("--scoring-workers", type=int, default=2, help="processes scoring attempts with tau2")
+    parser.add_argument("--mcp-allowed-host", action="append", default=[], metavar="HOST[:PORT|:*]",
+                        help="extra Host header accepted by the MCP endpoints (repeatable; e.g. green:* in containers)")
+    parser.add_argument("--judge-cache", type=Path, default=None,
+                        help="SQLite cache of LLM-judge verdicts (default ~/.cache/arena/judge-cache.sqlite)")
+    parser.add_argument("--no-judge-cache", action="store_true", help="never cache LLM-judge verdicts")
+    parser.add_argument("--offline-judge", action="store_true",
+                        help="score /run and CSV suites with the lexical judge even when a request names an LLM")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
 
@@ -34,11 +42,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
+    from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings
+    from green_agent.mcp import McpComponent
     from green_agent.server import create_app
 
     card_url = args.card_url or f"http://{args.host}:{args.port}"
+    judge = JudgeSettings(offline=args.offline_judge)
+    if args.no_judge_cache:
+        judge = dataclasses.replace(judge, cache_path=None)
+    elif args.judge_cache is not None:
+        judge = dataclasses.replace(judge, cache_path=args.judge_cache)
+    components = [
+        McpComponent(allowed_hosts=args.mcp_allowed_host, public_url=card_url),
+        EvaluationsComponent(EvaluationsSettings(judge=judge)),
+    ]
     app = create_app(card_url, runs_dir=args.runs_dir, default_config=default_config,
-                     scoring_workers=args.scoring_workers)
+                     scoring_workers=args.scoring_workers, components=components)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False)
     return 0
 

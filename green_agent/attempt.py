@@ -147,18 +147,17 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
         env.record_user_text(opening.text)
         if opening.stop:
             return "user_stop"
-        text = build_first_message(env.policy, env.tools, opening.text)
-        data: dict[str, Any] | None = build_first_data(env.policy, env.tools)
-        metadata: dict[str, Any] | None = None
+        described = endpoint.describe() if endpoint is not None else None
+        text = build_first_message(env.policy, env.tools, opening.text, mcp=described)
+        data: dict[str, Any] | None = build_first_data(env.policy, env.tools, mcp=described)
+        metadata: dict[str, Any] | None = {"mcp": described} if described else None
         if cfg.calibration:
-            metadata = {"arena": calibration_metadata(spec)}
+            metadata = {**(metadata or {}), "arena": calibration_metadata(spec)}
             data = {**data, "arena": metadata["arena"]}
-        if endpoint is not None:
-            metadata = {**(metadata or {}), "mcp": endpoint.describe()}
-            data = {**data, "mcp": endpoint.describe()}
         async with WhiteAgentClient(spec.white_agent_url, httpx_client=deps.http, turn_timeout_s=cfg.turn_timeout_s) as white:
             while True:
-                if steps >= cfg.max_steps:
+                # Steps are the agent's actions: A2A replies, and in tool_mode "mcp" also its MCP tool calls.
+                if max(steps, env.steps) >= cfg.max_steps:
                     raise _Stopped(
                         EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
                                   f"max_steps ({cfg.max_steps}) reached without ending the conversation", "max_steps")
@@ -199,6 +198,7 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
                 await user.aclose()
 
     ended_at = utc_now()
+    steps = max(steps, env.steps) if env is not None else steps
     termination = stop.termination_reason if stop else termination
     result = AttemptResult(
         battle_id=spec.battle_id,

@@ -11,6 +11,11 @@ chat history:
 * the model's first tool call becomes a ``<json>`` action (only that call is kept in the history, so the next tool
   result answers it); plain text becomes a ``respond`` action.
 
+Tool mode "mcp" (the first message carries the attempt's ``mcp`` endpoint): the tools are fetched over MCP
+(``list_tools``) and every tool call the model makes is executed there by the agent itself, in a loop, until the
+model answers with text; the green agent only ever receives ``respond`` actions. A turn is capped at
+``max_tool_calls_per_turn`` calls (a runaway model ends the attempt with the agent's own failure report).
+
 Memory is per A2A context id, isolated and bounded (LRU). 429/5xx/connection errors are retried with exponential
 backoff; when retries run out the turn is answered with a failed A2A Task (the agent reports its own failure).
 The API key is read from a named environment variable and never logged or echoed.
@@ -19,19 +24,32 @@ The API key is read from a named environment variable and never logged or echoed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import openai
+from mcp import Client
 from pydantic import BaseModel, ConfigDict, Field
 
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.errors import WhiteAgentConfigError
-from white_agent.protocol import GreenTurn, format_action, format_respond, normalize_tool_schema
+from white_agent.protocol import (
+    GreenTurn,
+    McpConnector,
+    McpEndpointInfo,
+    McpToolsError,
+    describe_mcp_error,
+    format_action,
+    format_respond,
+    normalize_tool_schema,
+    openai_tools_from_mcp,
+    tool_result_text,
+)
 from white_agent.server import AgentReply
 
 logger = logging.getLogger(__name__)
@@ -57,6 +75,8 @@ class LlmAgentSettings(BaseModel):
     retry_max_delay_s: float = Field(default=20.0, ge=0.0)
     request_timeout_s: float = Field(default=60.0, gt=0.0)
     max_contexts: int = Field(default=DEFAULT_MAX_CONTEXTS, ge=1)
+    max_tool_calls_per_turn: int = Field(default=40, ge=1, le=1000)
+    """Tool mode "mcp": the most tool calls the agent makes over MCP before it must answer the user."""
 
 
 @dataclass
@@ -68,6 +88,9 @@ class Conversation:
     pending_call_id: str | None = None
     calls_made: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    mcp: McpEndpointInfo | None = None
+    """Tool mode "mcp": the attempt's endpoint; the tools then come from there and are called there."""
+    mcp_tools_loaded: bool = False
 
 
 def _is_retryable(error: Exception) -> bool:
@@ -100,6 +123,58 @@ def _describe(error: Exception) -> str:
     return f"{type(error).__name__}" + (f" (HTTP {status})" if status else "")
 
 
+class _LazyMcpSession:
+    """The attempt's MCP tools for one turn, connected on first use (a turn the model answers directly needs none).
+
+    Every failure of the endpoint (connection, HTTP refusal, protocol error) is raised as :class:`McpToolsError`;
+    a tool that ran and failed is not a failure here: its error text goes back to the model.
+    """
+
+    def __init__(self, connector: McpConnector, endpoint: McpEndpointInfo) -> None:
+        self._connector = connector
+        self._endpoint = endpoint
+        self._stack = contextlib.AsyncExitStack()
+        self._client: Client | None = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with contextlib.suppress(Exception):
+            await self._stack.aclose()
+
+    async def _connected(self) -> Client:
+        if self._client is None:
+            self._client = await self._stack.enter_async_context(self._connector.open(self._endpoint))
+        return self._client
+
+    async def list(self) -> list[Any]:
+        """The endpoint's tools (MCP ``Tool`` objects)."""
+        client = await self._connected()
+        try:
+            return list((await client.list_tools()).tools)
+        except Exception as error:
+            raise McpToolsError(f"listing tools: {describe_mcp_error(error)}") from error
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        """Call one tool; its output (or its error text) as the model will read it."""
+        client = await self._connected()
+        try:
+            result = await client.call_tool(name, arguments)
+        except Exception as error:
+            raise McpToolsError(f"calling {name}: {describe_mcp_error(error)}") from error
+        return tool_result_text(result)
+
+
+def _arguments_of(raw: str) -> dict[str, Any]:
+    """The model's tool-call arguments as a dict; malformed JSON becomes ``{}`` (the tool then reports the error)."""
+    try:
+        arguments = json.loads(raw)
+    except json.JSONDecodeError:
+        return {}
+    return arguments if isinstance(arguments, dict) else {}
+
+
 class LlmAgent:
     """The LLM-backed agent (a :class:`white_agent.server.TurnAgent`)."""
 
@@ -129,6 +204,7 @@ class LlmAgent:
             http_client=http_client,
         )
         self._contexts: BoundedContexts[Conversation] = BoundedContexts(settings.max_contexts)
+        self._mcp = McpConnector(timeout_s=settings.request_timeout_s)
 
     @property
     def contexts(self) -> BoundedContexts[Conversation]:
@@ -139,6 +215,10 @@ class LlmAgent:
         """Append the turn to the context's history, ask the model, answer with one action."""
         conversation = self._contexts.get_or_create(context_id, lambda: Conversation(messages=[]))
         async with conversation.lock:
+            if turn.kind == "first":
+                conversation.mcp, conversation.mcp_tools_loaded = turn.mcp, False
+            if conversation.mcp is not None:
+                return await self._reply_over_mcp(conversation, conversation.mcp, turn)
             mark = len(conversation.messages)
             pending_before = conversation.pending_call_id
             self._append_turn(conversation, turn)
@@ -155,6 +235,64 @@ class LlmAgent:
                     kind="task_failed",
                 )
             return self._answer(conversation, message)
+
+    async def _reply_over_mcp(
+        self, conversation: Conversation, endpoint: McpEndpointInfo, turn: GreenTurn
+    ) -> AgentReply:
+        """Tool mode "mcp": run the model's tool calls on the attempt's endpoint until it answers with text."""
+        mark = len(conversation.messages)
+        self._append_turn(conversation, turn)
+        conversation.pending_call_id = None
+        try:
+            async with _LazyMcpSession(self._mcp, endpoint) as tools:
+                if not conversation.mcp_tools_loaded:
+                    conversation.tools = openai_tools_from_mcp(await tools.list()) or None
+                    conversation.mcp_tools_loaded = True
+                calls = 0
+                while True:
+                    message = await self._complete(conversation)
+                    tool_calls = list(message.tool_calls or [])
+                    if not tool_calls:
+                        text = message.content or ""
+                        conversation.messages.append({"role": "assistant", "content": text})
+                        return AgentReply(format_respond(text))
+                    calls += len(tool_calls)
+                    if calls > self._settings.max_tool_calls_per_turn:
+                        return AgentReply(
+                            f"Giving up: the model asked for more than {self._settings.max_tool_calls_per_turn} "
+                            "tool calls without answering the customer.",
+                            kind="task_failed",
+                        )
+                    entries = [self._call_entry(conversation, call) for call in tool_calls]
+                    conversation.messages.append(
+                        {"role": "assistant", "content": message.content or None, "tool_calls": entries}
+                    )
+                    for entry in entries:
+                        function = entry["function"]
+                        output = await tools.call(function["name"], _arguments_of(function["arguments"]))
+                        conversation.messages.append({"role": "tool", "tool_call_id": entry["id"], "content": output})
+        except (openai.OpenAIError, httpx.HTTPError) as error:
+            del conversation.messages[mark:]
+            logger.warning("model call failed for a context: %s", _describe(error))
+            return AgentReply(
+                f"The language model endpoint failed: {_describe(error)}; giving up after "
+                f"{self._settings.max_retries + 1} attempt(s).",
+                kind="task_failed",
+            )
+        except McpToolsError as error:
+            del conversation.messages[mark:]
+            logger.warning("MCP tool endpoint failed for a context: %s", error)
+            return AgentReply(f"The attempt's MCP tool endpoint failed: {error}", kind="task_failed")
+
+    @staticmethod
+    def _call_entry(conversation: Conversation, call: Any) -> dict[str, Any]:
+        """One tool call of the model as it is kept in the history (an id is made up when the model gave none)."""
+        conversation.calls_made += 1
+        return {
+            "id": call.id or f"call_{conversation.calls_made}",
+            "type": "function",
+            "function": {"name": call.function.name, "arguments": call.function.arguments or "{}"},
+        }
 
     def _append_turn(self, conversation: Conversation, turn: GreenTurn) -> None:
         if turn.kind == "first" or not conversation.messages:
@@ -220,12 +358,7 @@ class LlmAgent:
             conversation.calls_made += 1
             call_id = call.id or f"call_{conversation.calls_made}"
             raw_arguments = call.function.arguments or "{}"
-            try:
-                arguments = json.loads(raw_arguments)
-            except json.JSONDecodeError:
-                arguments = {}
-            if not isinstance(arguments, dict):
-                arguments = {}
+            arguments = _arguments_of(raw_arguments)
             conversation.messages.append(
                 {
                     "role": "assistant",

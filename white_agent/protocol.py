@@ -12,16 +12,28 @@ Green -> white (one A2A user Message per turn, a fresh context id per attempt):
 
 White -> green: exactly one action per reply, written as ``<json>{"name": ..., "arguments": {...}}</json>``;
 ``"respond"`` carries ``{"content": ...}`` for the user.
+
+Tool mode "mcp": the first message's metadata and data part also carry ``"mcp": {"url", "token", "transport":
+"streamable-http", "auth": "bearer"}``, the attempt's own MCP endpoint. The agent calls the tools there (bearer token
+in the Authorization header; :class:`McpConnector`) between A2A turns and replies to the green agent only with
+``respond`` actions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import ssl
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+import httpx2
+import mcp_types
 from a2a.helpers import get_data_parts, get_message_text
 from a2a.types.a2a_pb2 import Message
 from google.protobuf.json_format import MessageToDict
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 RESPOND = "respond"
@@ -65,6 +77,17 @@ class ArenaInfo(BaseModel):
         return None if value == "" else value
 
 
+class McpEndpointInfo(BaseModel):
+    """Where this attempt's tools are served over MCP (tool mode "mcp") and the bearer token for them."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    url: str
+    token: str = Field(repr=False)
+    transport: str = "streamable-http"
+    auth: str = "bearer"
+
+
 class GreenTurn(BaseModel):
     """One green-agent message, classified.
 
@@ -83,6 +106,8 @@ class GreenTurn(BaseModel):
     arena: ArenaInfo | None = None
     arena_error: str | None = None
     """Set when an ``arena`` block was present but invalid (the reason, for the agent's reply)."""
+    mcp: McpEndpointInfo | None = None
+    """The attempt's MCP tool endpoint, in tool mode "mcp" (first message only)."""
 
 
 def _strip_label(text: str, label: str) -> str:
@@ -119,6 +144,17 @@ def _read_arena(candidates: list[Any]) -> tuple[ArenaInfo | None, str | None]:
     return None, problem
 
 
+def _read_mcp(candidates: list[Any]) -> McpEndpointInfo | None:
+    """The first valid ``mcp`` block among ``candidates`` (message metadata, data part, request metadata)."""
+    for candidate in candidates:
+        if isinstance(candidate, dict):
+            try:
+                return McpEndpointInfo.model_validate(candidate)
+            except ValidationError:
+                continue
+    return None
+
+
 def parse_green_message(message: Message, request_metadata: dict[str, Any] | None = None) -> GreenTurn:
     """Classify a green-agent message and pull out what the agents need.
 
@@ -131,6 +167,8 @@ def parse_green_message(message: Message, request_metadata: dict[str, Any] | Non
     arena, arena_error = _read_arena(
         [message_metadata.get("arena"), data.get("arena"), (request_metadata or {}).get("arena")]
     )
+
+    mcp = _read_mcp([message_metadata.get("mcp"), data.get("mcp"), (request_metadata or {}).get("mcp")])
 
     tools_raw = data.get("tools")
     tools = [t for t in tools_raw if isinstance(t, dict)] if isinstance(tools_raw, list) else None
@@ -161,6 +199,7 @@ def parse_green_message(message: Message, request_metadata: dict[str, Any] | Non
         reply_format=reply_format,
         arena=arena,
         arena_error=arena_error,
+        mcp=mcp,
     )
 
 
@@ -181,3 +220,75 @@ def normalize_tool_schema(tool: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(tool.get("name"), str):
         return {"type": "function", "function": tool}
     return None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Tool mode "mcp": the attempt's tools over MCP
+
+
+class McpToolsError(RuntimeError):
+    """The attempt's MCP endpoint could not be reached or refused us (the agent reports it as its own failure)."""
+
+
+class McpConnector:
+    """Opens MCP client sessions on attempt endpoints, authenticated with each endpoint's bearer token.
+
+    One session per A2A turn: a2a-sdk runs each turn in its own task and mcp's client holds a task group, which must
+    be left in the task that entered it. What can be shared is shared: the TLS context (building one costs ~40-80 ms,
+    more than a whole turn of tool calls on loopback) is created once per connector, on first use.
+    """
+
+    def __init__(self, *, timeout_s: float = 60.0) -> None:
+        self._timeout_s = timeout_s
+        self._tls: ssl.SSLContext | None = None
+
+    @contextlib.asynccontextmanager
+    async def open(self, info: McpEndpointInfo) -> AsyncIterator[Client]:
+        """A connected client; connection and handshake failures raise :class:`McpToolsError`."""
+        if self._tls is None:
+            self._tls = httpx2.create_ssl_context()
+        headers = {"Authorization": f"Bearer {info.token}"}
+        async with contextlib.AsyncExitStack() as stack:
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(self._timeout_s), verify=self._tls)
+            )
+            try:
+                client = await stack.enter_async_context(
+                    Client(streamable_http_client(info.url, http_client=http), cache=None)
+                )
+            except Exception as error:  # transport, HTTP and protocol errors all mean "no tools"
+                raise McpToolsError(f"cannot open the MCP tool endpoint: {describe_mcp_error(error)}") from error
+            yield client
+
+
+def describe_mcp_error(error: BaseException) -> str:
+    """Class and message of the innermost error (task groups wrap transport errors in exception groups)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    text = str(error).replace("\n", " ")[:200]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def tool_result_text(result: mcp_types.CallToolResult) -> str:
+    """A tool result as the text a model reads: the text blocks joined, else the structured content as JSON."""
+    texts = [block.text for block in result.content if isinstance(block, mcp_types.TextContent)]
+    if texts:
+        return "\n".join(texts)
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False)
+    return ""
+
+
+def openai_tools_from_mcp(tools: list[mcp_types.Tool]) -> list[dict[str, Any]]:
+    """MCP tools as OpenAI ``tools`` entries (name, description, JSON schema of the parameters)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description or "",
+                "parameters": tool.input_schema or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in tools
+    ]

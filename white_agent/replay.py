@@ -9,6 +9,11 @@ Per conversation (A2A context id, bounded LRU): one gold assistant action per tu
 whose content holds every ``communicate_info`` string verbatim, as a statement without a question mark (tau2's
 check is a case-insensitive substring test on the message with its commas removed, so the strings are joined with
 "; "); afterwards a short closing statement for anything else.
+
+Tool mode "mcp" (the first message carries an ``mcp`` endpoint): the gold actions are performed as MCP tool calls
+on the attempt's endpoint, in order, during the first turn that has actions left; the A2A reply to that turn is
+already the final statement. The trajectory the green agent records is the same as in text mode (the same calls in
+the same order, then the same message), so the score is too.
 """
 
 from __future__ import annotations
@@ -21,7 +26,16 @@ from dataclasses import dataclass, field
 
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.gold import GoldTask, GoldTaskNotFound, load_gold_task
-from white_agent.protocol import ArenaInfo, GreenTurn, format_action, format_respond
+from white_agent.protocol import (
+    ArenaInfo,
+    GreenTurn,
+    McpConnector,
+    McpEndpointInfo,
+    McpToolsError,
+    describe_mcp_error,
+    format_action,
+    format_respond,
+)
 from white_agent.server import AgentReply
 
 logger = logging.getLogger(__name__)
@@ -68,6 +82,8 @@ class ReplayState:
     step: int = 0
     turns: int = 0
     final_sent: bool = False
+    mcp: McpEndpointInfo | None = None
+    """The attempt's MCP tool endpoint (tool mode "mcp"); the gold actions are then called there."""
 
 
 class ReplayAgent:
@@ -78,6 +94,7 @@ class ReplayAgent:
 
     def __init__(self, *, max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
         self._contexts: BoundedContexts[ReplayState] = BoundedContexts(max_contexts)
+        self._mcp = McpConnector()
 
     @property
     def contexts(self) -> BoundedContexts[ReplayState]:
@@ -102,8 +119,29 @@ class ReplayAgent:
                 except GoldTaskNotFound as error:
                     return AgentReply(f"Calibration task not found: {error}.", kind="task_failed")
                 state.arena = arena
+                state.mcp = turn.mcp
                 self.start(state, arena, gold)
+            if state.mcp is not None:
+                try:
+                    await self.call_over_mcp(state, state.mcp)
+                except McpToolsError as error:
+                    return AgentReply(f"The attempt's MCP tool endpoint failed: {error}", kind="task_failed")
             return await self.advance(state)
+
+    async def call_over_mcp(self, state: ReplayState, endpoint: McpEndpointInfo) -> None:
+        """Perform the script's remaining tool calls on the MCP endpoint, in order (results are not read)."""
+        script = state.script
+        assert script is not None
+        if state.step >= len(script.actions):
+            return
+        async with self._mcp.open(endpoint) as client:
+            while state.step < len(script.actions):
+                name, arguments_json = script.actions[state.step]
+                try:
+                    await client.call_tool(name, json.loads(arguments_json))
+                except Exception as error:  # transport/protocol failures end the attempt
+                    raise McpToolsError(f"calling {name}: {describe_mcp_error(error)}") from error
+                state.step += 1
 
     def start(self, state: ReplayState, arena: ArenaInfo, gold: GoldTask) -> None:
         """Fix the attempt's script (the flaky agent overrides this to inject its fault)."""

@@ -118,7 +118,7 @@ def _rejection(status: int, message: str) -> Response:
 
 def _bearer(scope: Scope) -> str | None:
     value = Headers(scope=scope).get("authorization")
-    if value is None or not value[:7].lower() == "bearer ":
+    if value is None or value[:7].lower() != "bearer ":
         return None
     return value[7:].strip()
 
@@ -270,7 +270,7 @@ class AttemptToolGateway:
         arguments = dict(params.arguments) if params.arguments is not None else {}
         try:
             outcome = await endpoint.env.call_tool(params.name, arguments)
-        except Exception as error:  # noqa: BLE001 - a fault inside tau2: reported to the caller, never a crash
+        except Exception as error:  # a fault inside tau2: reported to the caller, never a crash
             log.exception("attempt %s: tau2 failed running tool %r", endpoint.attempt_key, params.name)
             return _error_result(f"the tau2 environment failed while running {params.name}: {type(error).__name__}")
         endpoint.calls += 1

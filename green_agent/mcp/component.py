@@ -28,9 +28,9 @@ CONTROL_PATH = "/mcp"
 class McpComponent:
     """MCP for the green agent (a :class:`green_agent.server.Component`). One instance serves one application.
 
-    ``allowed_hosts``: Host header values accepted by both MCP endpoints (DNS-rebinding protection stays on);
-    default loopback on any port (``127.0.0.1:*``, ``localhost:*``, ``[::1]:*``); containers add their service
-    names, e.g. ``["green:*"]``. The host of ``public_url`` is always allowed.
+    ``allowed_hosts``: Host header values both MCP endpoints accept besides loopback on any port (``127.0.0.1:*``,
+    ``localhost:*``, ``[::1]:*``); DNS-rebinding protection stays on. Containers add their service names, e.g.
+    ``["green:*"]``. The host of ``public_url`` is always allowed.
     ``public_url``: the green agent's URL as white agents reach it (its card URL). Without it the control tools
     work but battles cannot use ``tool_mode = "mcp"`` (there is no URL to hand to the white agent).
     """

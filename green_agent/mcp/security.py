@@ -29,16 +29,19 @@ def host_of(url: str) -> str | None:
 
 
 def transport_security(allowed_hosts: Sequence[str] | None, public_url: str | None) -> TransportSecuritySettings:
-    """DNS-rebinding protection for the configured hosts, plus the host of ``public_url`` (the address we announce).
+    """DNS-rebinding protection: loopback, the configured hosts, and the host of ``public_url`` (what we announce).
 
-    ``allowed_hosts`` entries are Host header values: ``name:port``, ``name:*`` (any port) or a bare ``name`` (only
-    requests without a port, e.g. behind a proxy on port 80). Origins are derived from them (http and https), so a
-    browser-based client on an allowed host works too; clients that send no Origin header are not affected.
+    ``allowed_hosts`` entries are Host header values added to the loopback defaults: ``name:port``, ``name:*`` (any
+    port) or a bare ``name`` (requests without a port, e.g. behind a proxy on port 80). Loopback names stay allowed:
+    a rebinding attack arrives with the attacker's host name, never with these. Origins are derived from the hosts
+    (http and https), so a browser-based client on an allowed host works too; clients that send no Origin header
+    are not affected.
     """
-    hosts = list(DEFAULT_ALLOWED_HOSTS if allowed_hosts is None else allowed_hosts)
+    hosts = list(DEFAULT_ALLOWED_HOSTS)
     public_host = host_of(public_url) if public_url else None
-    if public_host and public_host not in hosts:
-        hosts.append(public_host)
+    for host in [*(allowed_hosts or ()), *([public_host] if public_host else [])]:
+        if host not in hosts:
+            hosts.append(host)
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
                                      allowed_origins=origins)

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from green_agent.turn_protocol import (
+    MCP_REPLY_FORMAT,
     REPLY_FORMAT,
     Action,
     ActionParseError,
@@ -43,6 +44,25 @@ def test_reply_format_names_both_argument_keys_and_respond() -> None:
 
 def test_first_data_carries_the_same_content() -> None:
     assert build_first_data("P", TOOLS) == {"policy": "P", "tools": TOOLS, "reply_format": REPLY_FORMAT}
+
+
+MCP = {"url": "http://green:9009/mcp-attempts/abc/", "token": "s3cret", "transport": "streamable-http",
+       "auth": "bearer"}
+
+
+def test_mcp_first_message_names_the_endpoint_and_asks_for_respond_only() -> None:
+    text = build_first_message("Be nice.", TOOLS, "Where is my order?", mcp=MCP)
+    assert text.startswith("Be nice.") and text.endswith("User message: Where is my order?")
+    assert MCP["url"] in text and "get_order" in text and MCP_REPLY_FORMAT in text
+    assert REPLY_FORMAT not in text and json.dumps(TOOLS, indent=2) not in text
+    assert "s3cret" not in text  # the token travels in the data part and metadata only
+    assert '"respond"' in MCP_REPLY_FORMAT and "Bearer" in MCP_REPLY_FORMAT
+
+
+def test_mcp_first_data_carries_the_endpoint() -> None:
+    data = build_first_data("P", TOOLS, mcp=MCP)
+    assert data == {"policy": "P", "tools": TOOLS, "reply_format": MCP_REPLY_FORMAT, "mcp": MCP}
+    assert data["mcp"] is not MCP
 
 
 def test_later_messages_keep_their_payload_verbatim() -> None:

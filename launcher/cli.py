@@ -22,6 +22,8 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from launcher.eval_commands import eval_csv_command, score_command
+from launcher.export_command import export_command
+from launcher.register_command import register_command
 
 app = typer.Typer(
     name="arena",
@@ -32,6 +34,8 @@ app = typer.Typer(
 )
 app.command("score")(score_command)
 app.command("eval-csv")(eval_csv_command)
+app.command("export")(export_command)
+app.command("register")(register_command)
 
 _PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 

@@ -61,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="refuse battle events without the per-battle token (off: AgentBeats agents send none)",
     )
+    parser.add_argument(
+        "--mcp-allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="Host header value the MCP endpoints (/mcp/, /sse) accept besides loopback and the --public-url host, "
+        "e.g. backend:9000 or backend:* (repeatable; DNS-rebinding protection stays on)",
+    )
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     return parser
 
@@ -77,6 +85,7 @@ def settings_from_args(args: argparse.Namespace) -> BackendSettings:
         start_delay_s=args.start_delay,
         green_ack_timeout_s=args.green_ack_timeout,
         require_token=args.require_token,
+        mcp_allowed_hosts=tuple(args.mcp_allowed_host),
     )
 
 

@@ -1,7 +1,8 @@
 """`create_app(settings)`: the Starlette application (API, live updates, web page) with its lifespan.
 
 The lifespan opens the store (schema created or migrated), starts the scheduler (which recovers battles a previous
-process left running) and tears both down on shutdown; nothing lives at module level.
+process left running), runs the MCP session manager of the AgentBeats platform tools (``/mcp/``, ``/sse``) and tears
+all of it down on shutdown; nothing lives at module level.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from battle_backend.api_models import ApiError
 from battle_backend.context import BackendContext
 from battle_backend.live import LiveHub
+from battle_backend.mcp_platform import PlatformMcp
 from battle_backend.rendering import Renderer
 from battle_backend.routes_api import api_routes
 from battle_backend.routes_live import live_routes
@@ -48,6 +50,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def create_app(settings: BackendSettings | None = None) -> Starlette:
     """The whole backend as one ASGI app; serve it with uvicorn (see ``python -m battle_backend``)."""
     settings = settings or BackendSettings()
+    platform_mcp = PlatformMcp(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -57,7 +60,7 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
         hub = LiveHub()
         service = BattleService(store, hub, settings, http)
         scheduler = BattleScheduler(service, settings, http)
-        app.state.backend = BackendContext(
+        context = BackendContext(
             settings=settings,
             store=store,
             hub=hub,
@@ -66,19 +69,21 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
             renderer=Renderer(),
             http=http,
         )
+        app.state.backend = context
         await scheduler.start()
         logger.info(
             "battle backend ready (db %s, %d concurrent battles)", settings.db_path, settings.max_concurrent_battles
         )
         try:
-            yield
+            async with platform_mcp.run(context):
+                yield
         finally:
             await scheduler.stop()
             await http.aclose()
             await store.close()
 
     return Starlette(
-        routes=[*api_routes(), *live_routes(), *web_routes()],
+        routes=[*api_routes(), *live_routes(), *web_routes(), *platform_mcp.routes()],
         middleware=[Middleware(SecurityHeadersMiddleware)],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error},
         lifespan=lifespan,

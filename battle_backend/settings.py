@@ -47,6 +47,22 @@ class BackendSettings(BaseModel):
     Off by default because AgentBeats agents do not send one."""
     sse_ping_interval_s: float = Field(default=15.0, gt=0)
     """Keep-alive interval of the server-sent-events stream."""
+    mcp_allowed_hosts: tuple[str, ...] = ()
+    """Host header values the MCP endpoints (``/mcp/``, ``/sse``) accept besides loopback on any port and the host
+    of ``public_url``: ``name:port``, ``name:*`` (any port) or a bare ``name``. DNS-rebinding protection stays on;
+    containers add the name other containers use, e.g. ``backend:*``."""
+    talk_to_agent_timeout_s: float = Field(default=120.0, gt=0)
+    """How long the MCP tool talk_to_agent waits for the agent's whole answer (AgentBeats allows 120 s)."""
+
+    @field_validator("mcp_allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """A Host header value has no scheme, path or spaces; catching that here beats a silent 421 later."""
+        cleaned = tuple(host.strip() for host in value)
+        for host in cleaned:
+            if not host or any(c in host for c in " /\\"):
+                raise ValueError(f"mcp_allowed_hosts: {host!r} is not a Host header value (name, name:port, name:*)")
+        return cleaned
 
     @field_validator("public_url")
     @classmethod

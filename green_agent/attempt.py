@@ -158,14 +158,13 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
             while True:
                 # Steps are the agent's actions: A2A replies, and in tool_mode "mcp" also its MCP tool calls.
                 if max(steps, env.steps) >= cfg.max_steps:
-                    raise _Stopped(
-                        EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
-                                  f"max_steps ({cfg.max_steps}) reached without ending the conversation", "max_steps")
-                    )
+                    raise _Stopped(max_steps_stop(cfg.max_steps))
                 phase.set(FaultAuthor.WHITE_AGENT, f"waiting for the white agent (step {steps + 1})")
                 reply = await white.send(context_id=context_id, text=text, data=data, metadata=metadata)
                 data, metadata = None, None
                 steps += 1
+                if env.steps >= cfg.max_steps:  # tool_mode "mcp": the agent's MCP calls this turn used the budget
+                    raise _Stopped(max_steps_stop(cfg.max_steps))
                 action = parse_action(reply.text, reply.data_parts)
                 if action.name == "respond":
                     content = str(action.arguments.get("content", ""))
@@ -237,6 +236,12 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     if env is not None and deps.trajectories_dir is not None:
         result.trajectory_file = await _write_trajectory(deps.trajectories_dir, spec, env, result)
     return result
+
+
+def max_steps_stop(max_steps: int) -> EarlyStop:
+    """The agent used its step budget without ending the conversation."""
+    return EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
+                     f"max_steps ({max_steps}) reached without ending the conversation", "max_steps")
 
 
 def _whole_numbers(value: Any) -> Any:

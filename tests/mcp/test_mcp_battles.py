@@ -42,8 +42,8 @@ async def test_replay_in_mcp_mode_scores_like_text_mode(green: GreenServer) -> N
     text_calls = trajectory_tool_calls(green.runs_dir / "replay-text")
     mcp_calls = trajectory_tool_calls(green.runs_dir / "replay-mcp")
     assert mcp_calls == text_calls and all(mcp_calls.values())
-    # Over MCP the agent answers the green agent only with respond actions: one A2A turn per attempt here.
-    assert all(a["steps"] < t["steps"] for a, t in zip(mcp["attempts"], text["attempts"], strict=True))
+    # Steps count the agent's actions however they travel (A2A <json> actions or MCP tool calls): equal in both modes.
+    assert [a["steps"] for a in mcp["attempts"]] == [t["steps"] for t in text["attempts"]]
     assert green.component.gateway is not None and green.component.gateway.open_endpoints == 0
 
 
@@ -117,6 +117,8 @@ async def test_mcp_tool_calls_count_against_max_steps(green: GreenServer) -> Non
     async with white_agent("replay") as white:
         results = await _battle(green, white, config, battle_id="mcp-max-steps")
     assert {a["outcome"] for a in results["attempts"]} == {"failure"}
+    assert {a["failure_category"] for a in results["attempts"]} == {"timeout"}
+    assert all("max_steps (5)" in a["failure_detail"] for a in results["attempts"])
     assert all(len(calls) == 5 for calls in trajectory_tool_calls(green.runs_dir / "mcp-max-steps").values())
 
 

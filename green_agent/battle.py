@@ -76,7 +76,6 @@ class Battle:
         self._lock = asyncio.Lock()  # keeps events in order across concurrent attempts
         self.attempts_total = 0
         self.attempts_done = 0
-        self.results: list[AttemptResult] = []
         self.markdown: str | None = None
 
     @property
@@ -139,7 +138,6 @@ class Battle:
                 spec = AttemptSpec(self.battle_id, ref, attempt, self.white_agent_url)
                 result = await run_attempt(spec, deps)
                 self.attempts_done += 1
-                self.results.append(result)
                 detail = f"\n   ↳ Error: {result.failure.detail}" if result.failure and result.failure.detail else ""
                 await self.emit(
                     "attempt_finished",

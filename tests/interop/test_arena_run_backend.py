@@ -49,6 +49,28 @@ def arena(*args: str) -> list[str]:
     return [sys.executable, "-m", "launcher", *args]
 
 
+
+def start_arena_until(
+    args: list[str], marker: str
+) -> tuple[subprocess.Popen[str], DescendantWatcher, list[str], threading.Event, threading.Thread]:
+    """Start ``arena ARGS`` and collect its output in a thread; the event is set once a line contains ``marker``."""
+    proc = subprocess.Popen(arena(*args), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    watcher = DescendantWatcher(proc.pid)
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if marker in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return proc, watcher, lines, seen, reader
+
 def run_arena(args: list[str]) -> tuple[int, str, list[Any]]:
     """Run ``arena ...`` to its end; (exit code, output, every descendant it had)."""
     proc = subprocess.Popen(arena(*args), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -134,22 +156,8 @@ async def test_arena_run_through_a_running_arena_backend(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_ctrl_c_during_a_backend_battle_stops_everything(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        arena("run", str(SCENARIO), "--backend", "local", "--runs-dir", str(tmp_path / "runs")),
-        cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    watcher = DescendantWatcher(proc.pid)
-    lines: list[str] = []
-    page_seen = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if "battle page:" in line:
-                page_seen.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    proc, watcher, lines, page_seen, reader = start_arena_until(
+        ["run", str(SCENARIO), "--backend", "local", "--runs-dir", str(tmp_path / "runs")], "battle page:")
     try:
         assert page_seen.wait(timeout=RUN_LIMIT_S), "".join(lines)
         proc.send_signal(signal.SIGINT)
@@ -228,22 +236,9 @@ def test_judge_battle_maps_backend_outcomes_to_exit_codes() -> None:
 
 @pytest.mark.slow
 def test_keep_backend_serves_the_page_until_ctrl_c(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        arena("run", str(SCENARIO), "--backend", "local", "--keep-backend", "-q", "--runs-dir", str(tmp_path / "r")),
-        cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    watcher = DescendantWatcher(proc.pid)
-    lines: list[str] = []
-    serving = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if "keeps serving at" in line:
-                serving.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    proc, watcher, lines, serving, reader = start_arena_until(
+        ["run", str(SCENARIO), "--backend", "local", "--keep-backend", "-q", "--runs-dir", str(tmp_path / "r")],
+        "keeps serving at")
     try:
         assert serving.wait(timeout=RUN_LIMIT_S), "".join(lines)
         output = "".join(lines)

@@ -12,6 +12,8 @@ from pathlib import Path
 import uvicorn
 
 from green_agent.config import ConfigError, load_scenario
+from green_agent.operator_auth import TOKEN_ENV, TokenError, resolve_operator_token
+from green_agent.registry import ServiceLimits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-judge-cache", action="store_true", help="never cache LLM-judge verdicts")
     parser.add_argument("--offline-judge", action="store_true",
                         help="score /run and CSV suites with the lexical judge even when a request names an LLM")
+    parser.add_argument("--operator-token", default=None,
+                        help=f"secret for the control surface (default: ${TOKEN_ENV}, else generated and printed)")
+    parser.add_argument("--max-attempts", type=int, default=ServiceLimits.max_attempts_per_battle,
+                        help="most attempts (tasks x k) one battle may ask for")
+    parser.add_argument("--max-concurrency", type=int, default=ServiceLimits.max_concurrency,
+                        help="most attempts in flight a remote battle config may ask for")
+    parser.add_argument("--max-request-bytes", type=int, default=ServiceLimits.max_request_bytes,
+                        help="largest HTTP request body accepted (A2A, MCP, /run, evaluations)")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
 
@@ -41,6 +51,18 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+    try:
+        token = resolve_operator_token(args.operator_token)
+    except TokenError as error:
+        print(f"error: --operator-token: {error}", file=sys.stderr)
+        return 2
+    if token.generated:
+        # Printed once, as Jupyter does: the operator needs it; it is never logged.
+        print(f"Arena green agent operator token (Authorization: Bearer <token>): {token.value}", file=sys.stderr,
+              flush=True)
+    limits = ServiceLimits(max_attempts_per_battle=args.max_attempts, max_concurrency=args.max_concurrency,
+                           max_request_bytes=args.max_request_bytes)
 
     from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings
     from green_agent.mcp import McpComponent
@@ -57,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         EvaluationsComponent(EvaluationsSettings(judge=judge)),
     ]
     app = create_app(card_url, runs_dir=args.runs_dir, default_config=default_config,
-                     scoring_workers=args.scoring_workers, components=components)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False)
+                     scoring_workers=args.scoring_workers, components=components, operator_token=token, limits=limits)
+    # SIGTERM must end the process within seconds even while battles stream: open streams get 2 s, then close.
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False,
+                timeout_graceful_shutdown=2)
     return 0
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -25,6 +24,7 @@ from green_agent.events import utc_now
 from green_agent.failures import EarlyStop, classify_scored, failure_from_stop
 from green_agent.results import AttemptResult, FailureCategory, FaultAuthor, RewardBreakdown
 from green_agent.tau.environment import AttemptEnvironment
+from green_agent.tau.sandbox import SandboxFactory, ToolFault
 from green_agent.tau.scoring import ScoringError, ScoringPool
 from green_agent.tau.tasks import TaskRef
 from green_agent.tau.users import SimulatedUser, UserSimulatorError, make_user
@@ -36,11 +36,14 @@ from green_agent.turn_protocol import (
     tool_result_message,
     user_message,
 )
+from green_agent.text_safety import json_line
 from green_agent.white_client import (
     WhiteAgentClient,
     WhiteAgentCommunicationError,
+    WhiteAgentReplyTooLarge,
     WhiteAgentReportedFailure,
     WhiteAgentTimeout,
+    WhiteReply,
 )
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,8 @@ class AttemptDeps:
     user_api_key: str | None
     trajectories_dir: Path | None
     tool_gateway: ToolGateway | None = None
+    sandboxes: SandboxFactory | None = None
+    """Where the attempt's tool sandbox comes from (one factory per application; None: a private one)."""
 
 
 class _Phase:
@@ -131,7 +136,7 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     async def play() -> str:
         nonlocal env, user
         phase.set(FaultAuthor.ENVIRONMENT, "building the tau2 environment")
-        env = await AttemptEnvironment.create(spec.ref)
+        env = await AttemptEnvironment.create(spec.ref, sandboxes=deps.sandboxes, tool_timeout_s=cfg.tool_timeout_s)
         user = make_user(spec.ref, cfg.user_simulator, env, api_key=deps.user_api_key)
         if cfg.tool_mode == "text":
             return await converse(env, user, None)
@@ -163,9 +168,12 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
                 reply = await white.send(context_id=context_id, text=text, data=data, metadata=metadata)
                 data, metadata = None, None
                 steps += 1
+                if env.fault is not None:  # tool_mode "mcp": one of the agent's MCP calls this turn was killed
+                    raise env.fault
                 if env.steps >= cfg.max_steps:  # tool_mode "mcp": the agent's MCP calls this turn used the budget
                     raise _Stopped(max_steps_stop(cfg.max_steps))
-                action = parse_action(reply.text, reply.data_parts)
+                phase.set(FaultAuthor.WHITE_AGENT, f"reading the white agent's reply (step {steps})")
+                action = await _parse_reply(reply)
                 if action.name == "respond":
                     content = str(action.arguments.get("content", ""))
                     env.record_assistant_text(content)
@@ -176,7 +184,8 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
                         return "user_stop"
                     text = user_message(turn.text)
                 else:
-                    phase.set(FaultAuthor.ENVIRONMENT, f"running tool {action.name}")
+                    # A tool call's cost is decided by the agent's arguments: a deadline hit here is the agent's.
+                    phase.set(FaultAuthor.WHITE_AGENT, f"running the agent's tool call {action.name[:80]}")
                     arguments = _whole_numbers(action.arguments) if action.source == "data" else action.arguments
                     outcome = await env.call_tool(action.name, arguments)
                     text = tool_result_message(outcome.content)
@@ -195,6 +204,9 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
         if user is not None:
             with contextlib.suppress(Exception):
                 await user.aclose()
+        if env is not None:
+            with contextlib.suppress(Exception):
+                await env.aclose()
 
     ended_at = utc_now()
     steps = max(steps, env.steps) if env is not None else steps
@@ -238,15 +250,53 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     return result
 
 
+def harness_failure(spec: AttemptSpec, detail: str) -> AttemptResult:
+    """The result of an attempt whose loop itself failed (a harness bug): an infrastructure error, not the agent's."""
+    result = AttemptResult(
+        battle_id=spec.battle_id,
+        domain=spec.ref.domain,
+        split=spec.ref.split,
+        task_index=spec.ref.index,
+        task_id=spec.ref.task_id,
+        attempt=spec.attempt,
+        context_id="",
+        outcome="infra_error",
+        steps=0,
+        termination_reason="too_many_errors",
+    )
+    result.failure = failure_from_stop(EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, detail,
+                                                 "too_many_errors"))
+    return result
+
+
 def max_steps_stop(max_steps: int) -> EarlyStop:
     """The agent used its step budget without ending the conversation."""
     return EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
                      f"max_steps ({max_steps}) reached without ending the conversation", "max_steps")
 
 
+PARSE_OFF_LOOP_CHARS = 32 * 1024
+"""Replies longer than this are parsed in a worker thread (the parser is linear, but 1 MB still takes a while)."""
+
+
+async def _parse_reply(reply: WhiteReply) -> Any:
+    """The reply's one action (ActionParseError otherwise); big replies are parsed off the event loop."""
+    size = len(reply.text) + sum(len(repr(part)) for part in reply.data_parts[:8])
+    if size > PARSE_OFF_LOOP_CHARS or len(reply.data_parts) > 8:
+        return await asyncio.to_thread(parse_action, reply.text, reply.data_parts)
+    return parse_action(reply.text, reply.data_parts)
+
+
+_EXACT_FLOAT_INT = 2**53
+
+
 def _whole_numbers(value: Any) -> Any:
-    """A2A data parts carry numbers as doubles (protobuf Struct): turn 2.0 back into 2 so tools see integers."""
-    if isinstance(value, float) and value.is_integer():
+    """A2A data parts carry numbers as doubles (protobuf Struct): turn 2.0 back into 2 so tools see integers.
+
+    Only where the double holds the integer exactly (|x| <= 2**53); 1e300 stays a float instead of becoming a
+    301-digit integer.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_FLOAT_INT:
         return int(value)
     if isinstance(value, dict):
         return {key: _whole_numbers(item) for key, item in value.items()}
@@ -267,9 +317,14 @@ def _stop_for(error: Exception, *, phase: _Phase, deadline_expired: bool, config
         return EarlyStop(FailureCategory.COMMUNICATION_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
     if isinstance(error, WhiteAgentReportedFailure):
         return EarlyStop(FailureCategory.WHITE_AGENT_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
+    if isinstance(error, WhiteAgentReplyTooLarge):
+        return EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT,
+                         f"reply at step {steps + 1} refused: {error}", "agent_error")
     if isinstance(error, ActionParseError):
         return EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT,
                          f"reply at step {steps} is not an action: {error}", "agent_error")
+    if isinstance(error, ToolFault):
+        return _tool_fault_stop(error)
     if isinstance(error, UserSimulatorError):
         return EarlyStop(FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR, str(error), "user_error")
     if isinstance(error, TimeoutError) and deadline_expired:
@@ -285,6 +340,15 @@ def _stop_for(error: Exception, *, phase: _Phase, deadline_expired: bool, config
                      f"{type(error).__name__} while {phase.what}: {error}", "too_many_errors")
 
 
+def _tool_fault_stop(fault: ToolFault) -> EarlyStop:
+    """A killed, crashed or exhausted tool call: the fault of whoever made the call (agent or simulated user)."""
+    if fault.requestor == "user":
+        return EarlyStop(FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR,
+                         f"the simulated user's {fault.detail}", "user_error")
+    category = FailureCategory.TIMEOUT if fault.kind == "timeout" else FailureCategory.WHITE_AGENT_ERROR
+    return EarlyStop(category, FaultAuthor.WHITE_AGENT, f"the agent's {fault.detail}", "agent_error")
+
+
 class _Stopped(Exception):
     """Internal: the loop ended the attempt on purpose (e.g. max_steps)."""
 
@@ -293,16 +357,31 @@ class _Stopped(Exception):
         self.stop = stop
 
 
-async def _write_trajectory(directory: Path, spec: AttemptSpec, env: AttemptEnvironment, result: AttemptResult) -> str:
-    """One JSONL file per attempt: a header line with the result, then one line per message (off the event loop)."""
+MAX_TRAJECTORY_LINE_CHARS = 256 * 1024
+"""Longest line of a trajectory file: longer strings inside a message are cut (and say so)."""
+
+
+async def _write_trajectory(directory: Path, spec: AttemptSpec, env: AttemptEnvironment,
+                            result: AttemptResult) -> str | None:
+    """One JSONL file per attempt: a header line with the result, then one line per message (off the event loop).
+
+    Every string is made valid UTF-8 (lone surrogates replaced) and lines are bounded, so nothing an agent sends can
+    make the file unwritable or unreadable. A write failure is logged and leaves the attempt without a file; it
+    never ends the battle.
+    """
     name = f"{spec.ref.domain}-{spec.ref.split or 'all'}-{spec.ref.index:04d}-attempt{spec.attempt:02d}.jsonl"
     path = directory / name
-    lines = [json.dumps({"attempt": result.model_dump(mode="json", exclude={"trajectory_file"})}, ensure_ascii=False)]
-    lines += [json.dumps(record, ensure_ascii=False, default=str) for record in env.trajectory_records()]
+    header = {"attempt": result.model_dump(mode="json", exclude={"trajectory_file"})}
+    records = [header, *env.trajectory_records()]
 
     def write() -> None:
+        lines = [json_line(record, max_chars=MAX_TRAJECTORY_LINE_CHARS) for record in records]
         directory.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    await asyncio.to_thread(write)
+    try:
+        await asyncio.to_thread(write)
+    except (OSError, ValueError) as error:
+        log.error("attempt %s/%s: trajectory not written: %s", spec.ref.key, spec.attempt, error)
+        return None
     return str(Path("trajectories") / name)

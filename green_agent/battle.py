@@ -18,15 +18,18 @@ from typing import Any
 
 import httpx
 
-from green_agent.attempt import AttemptDeps, AttemptSpec, ToolGateway, run_attempt
-from green_agent.config import BattleConfig
+from green_agent.attempt import AttemptDeps, AttemptSpec, ToolGateway, harness_failure, run_attempt
+from green_agent.battle_ids import run_dir_for, validate_battle_id
+from green_agent.config import BattleConfig, ConfigError
 from green_agent.events import BattleEvent, EventSink, fan_out, utc_now
 from green_agent.metrics import summarize_trials
 from green_agent.report import render_markdown, write_run_dir
 from green_agent.results import AttemptResult, BattleResult
+from green_agent.tau.sandbox import SandboxFactory
 from green_agent.tau.scoring import ScoringPool
 from green_agent.tau.tasks import TaskRef, select_tasks
 from green_agent.tau.users import check_user_config, user_api_key
+from green_agent.white_client import capped_http_client
 
 log = logging.getLogger(__name__)
 
@@ -63,20 +66,33 @@ class Battle:
         runs_dir: Path | None = None,
         sinks: Sequence[EventSink] = (),
         tool_gateway: ToolGateway | None = None,
+        sandboxes: SandboxFactory | None = None,
+        max_attempts: int | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         check_user_config(config.user_simulator)  # refuse an LLM user without its key before anything starts
-        self.battle_id = battle_id
+        self.battle_id = validate_battle_id(battle_id)
         self.white_agent_url = white_agent_url
         self.config = config
         self._scoring = scoring
-        self.run_dir = runs_dir / battle_id if runs_dir is not None else None
+        self.run_dir = run_dir or (run_dir_for(runs_dir, battle_id) if runs_dir is not None else None)
         self._sinks = list(sinks)
         self._tool_gateway = tool_gateway
+        self._sandboxes = sandboxes
+        self._max_attempts = max_attempts
         self._events: list[BattleEvent] = []
         self._lock = asyncio.Lock()  # keeps events in order across concurrent attempts
+        self._attempt_tasks: list[asyncio.Task[AttemptResult]] = []
+        self._cancel_requested = False
         self.attempts_total = 0
         self.attempts_done = 0
         self.markdown: str | None = None
+
+    def request_cancel(self) -> None:
+        """Stop the battle: attempts in flight are cancelled, and it ends with a partial result (``cancelled``)."""
+        self._cancel_requested = True
+        for task in self._attempt_tasks:
+            task.cancel()
 
     @property
     def events(self) -> list[BattleEvent]:
@@ -95,6 +111,9 @@ class Battle:
         cfg = self.config
         refs: list[TaskRef] = await asyncio.to_thread(select_tasks, cfg)
         self.attempts_total = len(refs) * cfg.k
+        if self._max_attempts is not None and self.attempts_total > self._max_attempts:
+            raise ConfigError(f"k: {len(refs)} tasks x k={cfg.k} = {self.attempts_total} attempts exceed this green "
+                              f"agent's limit of {self._max_attempts} per battle")
         await self.emit(
             "battle_started",
             f"🎯 Starting pass@{cfg.k} evaluation: {len(refs)} task(s) x {cfg.k} attempts"
@@ -108,12 +127,11 @@ class Battle:
         )
         # One HTTP pool per battle: the A2A client factory mutates its client's default headers, so battles
         # (possibly against agents of different protocol versions) must not share one.
-        async with httpx.AsyncClient(
-            timeout=httpx.Timeout(30.0), limits=httpx.Limits(max_connections=max(8, cfg.concurrency * 2))
-        ) as http:
+        async with capped_http_client(max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency * 2)) as http:
             return await self._run_attempts(refs, http, started_at, t0)
 
-    async def _run_attempts(self, refs: list[TaskRef], http: httpx.AsyncClient, started_at: str, t0: float) -> BattleResult:
+    async def _run_attempts(self, refs: list[TaskRef], http: httpx.AsyncClient, started_at: str,
+                            t0: float) -> BattleResult:
         cfg = self.config
         deps = AttemptDeps(
             config=cfg,
@@ -122,6 +140,7 @@ class Battle:
             user_api_key=user_api_key(cfg.user_simulator),
             trajectories_dir=self.run_dir / "trajectories" if self.run_dir else None,
             tool_gateway=self._tool_gateway,
+            sandboxes=self._sandboxes,
         )
         gate = asyncio.Semaphore(cfg.concurrency)
         announced: set[str] = set()
@@ -136,7 +155,11 @@ class Battle:
                 await self.emit("attempt_started", f"[{key}] 🔄 Starting attempt {attempt}/{cfg.k}...",
                                 task_key=key, attempt=attempt)
                 spec = AttemptSpec(self.battle_id, ref, attempt, self.white_agent_url)
-                result = await run_attempt(spec, deps)
+                try:
+                    result = await run_attempt(spec, deps)
+                except Exception as error:  # noqa: BLE001 - one attempt's bug must never end its battle
+                    log.exception("attempt %s/%s raised", key, attempt)
+                    result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
                 self.attempts_done += 1
                 detail = f"\n   ↳ Error: {result.failure.detail}" if result.failure and result.failure.detail else ""
                 await self.emit(
@@ -152,11 +175,27 @@ class Battle:
                 )
                 return result
 
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(ref, a)) for ref in refs for a in range(1, cfg.k + 1)]
-        attempts = sorted((t.result() for t in tasks), key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
+        self._attempt_tasks = [asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}")
+                               for ref in refs for a in range(1, cfg.k + 1)]
+        if self._cancel_requested:
+            self.request_cancel()
+        try:
+            await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
+        except asyncio.CancelledError:
+            for task in self._attempt_tasks:  # the battle itself is being torn down: take the attempts with it
+                task.cancel()
+            await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
+            raise
+        finished = [t.result() for t in self._attempt_tasks if not t.cancelled() and t.exception() is None]
+        attempts = sorted(finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
+        status = "cancelled" if self._cancel_requested else "completed"
+        if status == "cancelled":
+            await self.emit("battle_cancelled", f"🛑 Battle cancelled: {len(attempts)} of {self.attempts_total} "
+                            "attempts finished; the summary covers those", done=len(attempts),
+                            total=self.attempts_total)
         # Bootstrap intervals and rendering are CPU work proportional to the battle's size: off the event loop.
         result = await asyncio.to_thread(self._assemble, refs, attempts, started_at, time.perf_counter() - t0)
+        result.status = status
         markdown = await asyncio.to_thread(render_markdown, result)
         self.markdown = markdown
         await self.emit("battle_finished", markdown, summary=result.summary.get("macro", []),

@@ -17,6 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 KNOWN_DOMAINS: tuple[str, ...] = ("retail", "airline", "telecom", "mock")
 """tau2 domains the harness can drive (``mock`` has no splits)."""
 
+MAX_K = 64
+"""Largest k a battle may ask for (attempts per task)."""
+
+OPERATOR_ONLY_USER_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "model")
+"""User-simulator fields only the operator sets (flags, environment, local scenario): a remote request naming an
+endpoint or an environment variable could make the green agent send one of its secrets to anyone."""
+
 
 class ConfigError(ValueError):
     """A configuration problem, with a message that names the field and the allowed values."""
@@ -54,7 +61,7 @@ class BattleConfig(_Strict):
     """
 
     mode: Literal["manual", "random", "all"] = "manual"
-    k: int = 4
+    k: int = Field(default=4, le=MAX_K)
     domain: str | list[str] = "retail"
     task_id: int | list[int] = 0
     num_battles: int = Field(default=1, ge=1)
@@ -68,6 +75,11 @@ class BattleConfig(_Strict):
     tool_mode: Literal["text", "mcp"] = "text"
     """``text``: tools listed in the first message, called as <json> actions. ``mcp``: the attempt's tools are served
     on an MCP endpoint of its own (URL + bearer token in the first message); replies are ``respond`` actions."""
+    tool_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    """Wall-clock bound of one tool call (tools run in a killable process of the attempt's own); a call that
+    exceeds it ends the attempt as the agent's ``timeout``."""
+    max_reply_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
+    """Largest white-agent reply body read per turn; a larger reply is the agent's ``format_error``."""
     user_simulator: UserSimulatorConfig = UserSimulatorConfig()
 
     @field_validator("k")
@@ -105,6 +117,14 @@ class BattleConfig(_Strict):
         if self.mode == "manual" and not isinstance(self.domain, str):
             raise ValueError("domain: manual mode takes one domain (use mode = 'random' or 'all' for several)")
         return self
+
+    def planned_attempts(self) -> int | None:
+        """tasks x k when it is known without loading tasks (manual and random mode); None for mode "all"."""
+        if self.mode == "manual":
+            return len(self.task_indices) * self.k
+        if self.mode == "random":
+            return self.num_battles * self.k
+        return None
 
     @property
     def domains(self) -> list[str]:
@@ -195,6 +215,50 @@ def parse_battle_config(data: dict[str, Any]) -> BattleConfig:
         return BattleConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from None
+
+
+def parse_remote_battle_config(data: object, default: BattleConfig, *, max_concurrency: int | None = None) -> BattleConfig:
+    """Validate a battle config that came over the network, on top of the operator's ``default``.
+
+    Remote configs may choose the battle (mode, tasks, k, limits, the user simulator's kind and temperature) but not
+    where the green agent connects or which of its environment variables it reads: a remote value for any of
+    :data:`OPERATOR_ONLY_USER_FIELDS` is refused with an error naming the field. ``max_concurrency`` caps the
+    attempts in flight a remote party may ask for (each attempt holds a process of its own).
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: expected a JSON object, got {type(data).__name__}")
+    flat = dict(data)
+    if "pass_k_config" in flat:
+        inner = flat.pop("pass_k_config")
+        if not isinstance(inner, dict):
+            raise ConfigError("config.pass_k_config: expected a JSON object")
+        user = flat.pop("user_simulator", None)
+        flat = {**inner, **({"user_simulator": user} if user is not None else {})}
+    user = flat.get("user_simulator")
+    base = default.model_dump()
+    if user is not None:
+        if not isinstance(user, dict):
+            raise ConfigError("user_simulator: expected a JSON object")
+        for name in OPERATOR_ONLY_USER_FIELDS:
+            if name in user:
+                raise ConfigError(
+                    f"user_simulator.{name}: set by the green agent's operator (its flags, environment or scenario), "
+                    "not by a remote request; remove the field"
+                )
+        flat["user_simulator"] = {**base["user_simulator"], **user}
+    if max_concurrency is not None and isinstance(flat.get("concurrency"), int) and flat["concurrency"] > max_concurrency:
+        raise ConfigError(f"concurrency: at most {max_concurrency} attempts in flight on this green agent "
+                          f"(got {flat['concurrency']})")
+    return parse_battle_config({**base, **flat})
+
+
+def remote_config_dict(config: BattleConfig) -> dict[str, Any]:
+    """``config`` as JSON for a request to a green agent, without the operator-only user-simulator fields (the
+    green agent takes those from its own scenario, see :func:`parse_remote_battle_config`)."""
+    data = config.model_dump(mode="json")
+    for name in OPERATOR_ONLY_USER_FIELDS:
+        data["user_simulator"].pop(name, None)
+    return data
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -18,10 +18,12 @@ from typing import Any, Literal
 from green_agent.attempt import ToolGateway
 from green_agent.backend_client import BackendReporter
 from green_agent.battle import Battle
-from green_agent.config import BattleConfig, ConfigError
+from green_agent.battle_ids import claim_run_dir, validate_battle_id
+from green_agent.config import BattleConfig, ConfigError, parse_remote_battle_config
 from green_agent.events import BattleEvent, EventSink
 from green_agent.report import render_markdown, winner_for
 from green_agent.results import BattleResult
+from green_agent.tau.sandbox import SandboxFactory
 from green_agent.tau.scoring import ScoringPool
 
 log = logging.getLogger(__name__)
@@ -41,9 +43,9 @@ class BattleRecord:
     def state(self) -> Literal["running", "finished", "error", "cancelled"]:
         if self.task is not None and not self.task.done():
             return "running"
-        if self.result is not None:
-            return "finished"
-        return "cancelled" if self.error == "cancelled" else "error"
+        if self.error == "cancelled":
+            return "cancelled"
+        return "finished" if self.result is not None else "error"
 
     @property
     def running(self) -> bool:
@@ -70,6 +72,20 @@ def backend_sink(reporter: BackendReporter) -> EventSink:
     return sink
 
 
+@dataclass(frozen=True)
+class ServiceLimits:
+    """What the green agent's operator lets remote parties ask for (flags of ``arena-green``)."""
+
+    max_attempts_per_battle: int = 2000
+    """tasks x k of one battle."""
+    max_concurrency: int = 16
+    """Attempts in flight a remote config may ask for (each holds a tool-sandbox process)."""
+    max_request_bytes: int = 8 * 1024 * 1024
+    """Largest HTTP request body (A2A, MCP, /run, evaluations)."""
+    max_json_depth: int = 64
+    """Deepest JSON nesting accepted in a request body."""
+
+
 @dataclass
 class BattleRegistry:
     """Starts and tracks the battles of one green-agent application."""
@@ -77,14 +93,25 @@ class BattleRegistry:
     scoring: ScoringPool
     runs_dir: Path
     default_config: BattleConfig
+    limits: ServiceLimits = field(default_factory=ServiceLimits)
+    sandboxes: SandboxFactory | None = None
+    """Where attempts' tool sandboxes come from (None: a factory per battle, for tests without an app)."""
     battles: dict[str, BattleRecord] = field(default_factory=dict)
-    battle_infos: dict[str, dict[str, Any]] = field(default_factory=dict)
     tool_gateway: ToolGateway | None = None
     """Set by the MCP component: serves attempts' tools natively when a battle uses tool_mode = "mcp"."""
+    _by_task: dict[str, str] = field(default_factory=dict)
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def get(self, battle_id: str) -> BattleRecord | None:
         return self.battles.get(battle_id)
+
+    def battle_of_task(self, a2a_task_id: str) -> str | None:
+        """The battle an A2A assessment Task runs (for tasks/cancel)."""
+        return self._by_task.get(a2a_task_id)
+
+    def remote_config(self, data: object) -> BattleConfig:
+        """A config from the network, on top of this green agent's default (operator-only fields refused)."""
+        return parse_remote_battle_config(data, self.default_config, max_concurrency=self.limits.max_concurrency)
 
     def start(
         self,
@@ -94,17 +121,30 @@ class BattleRegistry:
         *,
         sinks: Sequence[EventSink] = (),
         backend: BackendTarget | None = None,
+        a2a_task_id: str | None = None,
     ) -> BattleRecord:
-        """Start a battle in the background. ConfigError when the id is taken or the config cannot run."""
+        """Start a battle in the background. ConfigError when the id is invalid or taken, or the config cannot run.
+
+        The run directory is created here (refused if it exists): two runs never share a directory.
+        """
+        validate_battle_id(battle_id)
         existing = self.battles.get(battle_id)
         if existing is not None:
             raise ConfigError(f"battle_id: battle {battle_id} already exists ({existing.state})")
+        planned = config.planned_attempts()
+        if planned is not None and planned > self.limits.max_attempts_per_battle:
+            raise ConfigError(f"k: {planned} attempts (tasks x k) exceed this green agent's limit of "
+                              f"{self.limits.max_attempts_per_battle} per battle")
+        run_dir = claim_run_dir(self.runs_dir, battle_id)
         reporter = self._reporter(battle_id, backend) if backend else None
         all_sinks = [*sinks, *([backend_sink(reporter)] if reporter else [])]
         battle = Battle(battle_id, white_agent_url, config, scoring=self.scoring, runs_dir=self.runs_dir, sinks=all_sinks,
-                        tool_gateway=self.tool_gateway)
+                        tool_gateway=self.tool_gateway, sandboxes=self.sandboxes,
+                        max_attempts=self.limits.max_attempts_per_battle, run_dir=run_dir)
         record = BattleRecord(battle_id, battle)
         self.battles[battle_id] = record
+        if a2a_task_id:
+            self._by_task[a2a_task_id] = battle_id
         record.task = asyncio.create_task(self._run(record, reporter, backend), name=f"battle-{battle_id}")
         self._keep(record.task)
         return record
@@ -120,14 +160,17 @@ class BattleRegistry:
         self._keep(asyncio.create_task(post()))
 
     async def cancel(self, battle_id: str) -> BattleRecord:
-        """Cancel a running battle (its attempts stop; nothing is reported as a result)."""
+        """Cancel a running battle: its attempts stop and it ends with a partial result marked ``cancelled``.
+
+        The same path serves MCP ``cancel_battle`` and A2A ``tasks/cancel``.
+        """
         record = self.battles.get(battle_id)
         if record is None:
             raise KeyError(battle_id)
         if record.task is not None and not record.task.done():
-            record.task.cancel()
+            record.battle.request_cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await record.task
+                await asyncio.shield(record.task)
         return record
 
     async def aclose(self) -> None:
@@ -150,6 +193,11 @@ class BattleRegistry:
             except asyncio.CancelledError:
                 record.error = "cancelled"
                 raise
+            except ConfigError as error:
+                record.error = f"configuration error: {error}"
+                if reporter is not None:
+                    reporter.result(f"battle could not start: {error}", winner="draw", detail={"error": str(error)})
+                raise
             except Exception as error:
                 log.exception("battle %s failed in the harness", record.battle_id)
                 record.error = f"{type(error).__name__}: {error}"
@@ -158,6 +206,8 @@ class BattleRegistry:
                                     detail={"error": record.error})
                 raise
             record.result = result
+            if result.status == "cancelled":
+                record.error = "cancelled"
             if reporter is not None and backend is not None:
                 reporter.result(
                     f"pass^k evaluation finished: {len(result.attempts)} attempts",

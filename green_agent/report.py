@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from green_agent.metrics import first_k_all_pass, has_success_streak
+from green_agent.text_safety import clean_json, clean_text
 from green_agent.results import AttemptResult, BattleResult
 
 WIN_THRESHOLD = 0.5
@@ -134,9 +135,9 @@ def render_markdown(result: BattleResult) -> str:
 def write_run_dir(run_dir: Path, result: BattleResult, markdown: str, events: list[dict[str, Any]]) -> None:
     """runs/<battle id>/: summary.json, summary.md, events.jsonl (trajectories/ are written by the attempts)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "summary.json").write_text(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False),
-                                          encoding="utf-8")
-    (run_dir / "summary.md").write_text(markdown, encoding="utf-8")
+    summary = json.dumps(clean_json(result.model_dump(mode="json")), indent=2, ensure_ascii=False)
+    (run_dir / "summary.json").write_text(summary, encoding="utf-8")
+    (run_dir / "summary.md").write_text(clean_text(markdown), encoding="utf-8")
     with (run_dir / "events.jsonl").open("w", encoding="utf-8") as handle:
         for event in events:
-            handle.write(json.dumps(event, ensure_ascii=False) + "\n")
+            handle.write(json.dumps(clean_json(event), ensure_ascii=False) + "\n")

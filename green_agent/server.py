@@ -25,19 +25,27 @@ from typing import Any, Protocol
 
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Role, TaskState
+from a2a.utils.errors import TaskNotFoundError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from green_agent.config import BattleConfig, ConfigError, parse_battle_config
+from green_agent.battle_ids import BattleIdError, new_battle_id, validate_battle_id
+from green_agent.body_limits import BodyLimitMiddleware
+from green_agent.config import BattleConfig, ConfigError, parse_remote_battle_config
 from green_agent.events import BattleEvent
-from green_agent.registry import BackendTarget, BattleRegistry
+from green_agent.operator_auth import OperatorAuthMiddleware, OperatorToken
+from green_agent.registry import BackendTarget, BattleRegistry, ServiceLimits
+from green_agent.tau.sandbox import SandboxFactory
 from green_agent.tau.scoring import ScoringPool
 
 log = logging.getLogger(__name__)
@@ -72,6 +80,76 @@ def _reply(text: str, context: RequestContext) -> Message:
     return new_text_message(text, context_id=context.context_id, role=Role.ROLE_AGENT)
 
 
+OPERATOR_STATE_KEY = "arena_operator"
+"""Key of :class:`ServerCallContext` state that says whether the request carried the operator token."""
+
+
+def is_operator(call_context: ServerCallContext | None) -> bool:
+    """True when the A2A request was authenticated with the green agent's operator token."""
+    return bool(call_context is not None and call_context.state.get(OPERATOR_STATE_KEY))
+
+
+class OperatorContextBuilder(DefaultServerCallContextBuilder):
+    """Builds the A2A call context and records whether the request presented the operator token."""
+
+    def __init__(self, token: OperatorToken) -> None:
+        self._token = token
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        headers = context.state.get("headers")
+        if isinstance(headers, dict):  # the SDK reads A2A-Version from here; the credential stays out of task state
+            context.state["headers"] = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")}
+        context.state[OPERATOR_STATE_KEY] = self._token.authorizes(request.scope.get("headers", []))
+        return context
+
+
+class OperatorRequestHandler(DefaultRequestHandler):  # type: ignore[misc,valid-type]
+    """The SDK's request handler, with task reads, lists, cancels and subscriptions reserved to the operator.
+
+    A caller without the token gets "task not found" for every id (never a list of what exists), so the agent
+    under test can neither read nor cancel any battle, its own included.
+    """
+
+    async def on_get_task(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator(context)
+        return await super().on_get_task(params, context)
+
+    async def on_list_tasks(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator(context)
+        return await super().on_list_tasks(params, context)
+
+    async def on_cancel_task(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator(context)
+        return await super().on_cancel_task(params, context)
+
+    async def on_subscribe_to_task(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator(context)
+        async for event in super().on_subscribe_to_task(params, context):
+            yield event
+
+    async def on_create_task_push_notification_config(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator(context)
+        return await super().on_create_task_push_notification_config(params, context)
+
+    async def on_get_task_push_notification_config(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator(context)
+        return await super().on_get_task_push_notification_config(params, context)
+
+    async def on_list_task_push_notification_configs(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator(context)
+        return await super().on_list_task_push_notification_configs(params, context)
+
+    async def on_delete_task_push_notification_config(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator(context)
+        return await super().on_delete_task_push_notification_config(params, context)
+
+
+def _require_operator(context: ServerCallContext) -> None:
+    if not is_operator(context):
+        raise TaskNotFoundError("task not found (task operations need the green agent's operator token)")
+
+
 class GreenAgentExecutor(AgentExecutor):
     """Routes each incoming message to the battle protocol it belongs to."""
 
@@ -82,16 +160,25 @@ class GreenAgentExecutor(AgentExecutor):
         payload = _incoming_payload(context)
         kind = payload.get("type") if payload else None
         if kind == "battle_info" and payload is not None:
-            self.registry.battle_infos[str(payload.get("battle_id"))] = payload
-            await event_queue.enqueue_event(_reply(f"battle_info received for battle {payload.get('battle_id')}", context))
+            # Acknowledged only: nothing is stored, so a flood of battle_info messages costs no memory.
+            await event_queue.enqueue_event(_reply(f"battle_info received for battle {_shown_id(payload)}", context))
         elif kind == "battle_start" and payload is not None:
             await event_queue.enqueue_event(_reply(self._start_agentbeats_battle(payload), context))
         elif payload is not None and "participants" in payload:
+            if not is_operator(context.call_context):
+                await event_queue.enqueue_event(_reply(
+                    "assessment requests need the green agent's operator token (Authorization: Bearer <token>); "
+                    "AgentBeats battle_start messages do not", context))
+                return
             await self._run_assessment(payload, context, event_queue)
         else:
             await event_queue.enqueue_event(_reply(ACCEPTED_FORMATS, context))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """A2A tasks/cancel (operator only, checked by the request handler): cancel the battle behind the task."""
+        battle_id = self.registry.battle_of_task(context.task_id) if context.task_id else None
+        if battle_id is not None:
+            await self.registry.cancel(battle_id)
         if context.task_id:
             updater = TaskUpdater(event_queue, context.task_id, context.context_id or "")
             await updater.cancel()
@@ -100,23 +187,29 @@ class GreenAgentExecutor(AgentExecutor):
 
     def _start_agentbeats_battle(self, payload: dict[str, Any]) -> str:
         """Start the battle in the background and answer at once (the backend's stream ends with our Message)."""
-        battle_id = str(payload.get("battle_id") or "")
-        if not battle_id:
-            return "battle_start ignored: battle_id is required"
+        try:
+            battle_id = validate_battle_id(payload.get("battle_id"))
+        except BattleIdError as error:
+            return f"battle_start refused: {error}"
         existing = self.registry.get(battle_id)
         if existing is not None:
             return f"battle {battle_id} is already {existing.state}; battle_start ignored"
         green_context = payload.get("green_battle_context") or {}
+        if not isinstance(green_context, dict):
+            return "battle_start refused: green_battle_context: expected a JSON object"
         backend_url = green_context.get("backend_url") or payload.get("backend_url")
         opponents = payload.get("opponent_infos") or []
-        white_url = opponents[0].get("agent_url") if opponents else next(iter(payload.get("red_battle_contexts") or {}), None)
+        first = opponents[0] if isinstance(opponents, list) and opponents and isinstance(opponents[0], dict) else {}
+        red = payload.get("red_battle_contexts")
+        white_url = first.get("agent_url") or (next(iter(red), None) if isinstance(red, dict) else None)
+        token = green_context.get("battle_token") or payload.get("battle_token")
         backend = BackendTarget(
             url=backend_url,
-            token=green_context.get("battle_token") or payload.get("battle_token"),
-            white_name=opponents[0].get("name", "white_agent") if opponents else "white_agent",
-        ) if backend_url else None
+            token=token if isinstance(token, str) else None,
+            white_name=str(first.get("name") or "white_agent"),
+        ) if isinstance(backend_url, str) and backend_url else None
         try:
-            if not white_url:
+            if not isinstance(white_url, str) or not white_url:
                 raise ConfigError("opponent_infos: no white agent URL in battle_start")
             # AgentBeats sends the registered task_config; our backend also passes the battle's own config.
             config = self._config_from(green_context.get("config") or green_context.get("task_config"))
@@ -140,8 +233,7 @@ class GreenAgentExecutor(AgentExecutor):
                 raise ConfigError("task_config: not a JSON object") from None
         if not isinstance(task_config, dict):
             raise ConfigError("task_config: expected a JSON object")
-        merged = {**self.registry.default_config.model_dump(), **task_config.get("pass_k_config", task_config)}
-        return parse_battle_config(merged)
+        return self.registry.remote_config(task_config)
 
     # -- assessment request ------------------------------------------------------------------------------------
 
@@ -161,10 +253,13 @@ class GreenAgentExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_WORKING, status(event.text, {"arena_event": event.wire()}))
 
         try:
-            white_url, config = _assessment_request(payload)
-            battle_id = str(payload.get("battle_id") or uuid.uuid4().hex[:12])
-            backend = BackendTarget(payload["backend_url"], payload.get("battle_token")) if payload.get("backend_url") else None
-            record = self.registry.start(battle_id, white_url, config, sinks=[stream], backend=backend)
+            white_url, config = _assessment_request(payload, self.registry)
+            battle_id = validate_battle_id(payload["battle_id"]) if payload.get("battle_id") else new_battle_id()
+            backend_url, backend_token = payload.get("backend_url"), payload.get("battle_token")
+            backend = BackendTarget(backend_url, backend_token if isinstance(backend_token, str) else None) \
+                if isinstance(backend_url, str) and backend_url else None
+            record = self.registry.start(battle_id, white_url, config, sinks=[stream], backend=backend,
+                                         a2a_task_id=task.id)
         except ConfigError as error:
             await updater.failed(status(f"configuration error: {error}", {"error": str(error)}))
             return
@@ -181,21 +276,32 @@ class GreenAgentExecutor(AgentExecutor):
             return
         markdown = record.battle.markdown or ""
         await updater.add_artifact([new_text_part(markdown), new_data_part(result.model_dump(mode="json"))], name="Result")
+        if result.status == "cancelled":
+            await updater.cancel(status(f"battle {battle_id} was cancelled: partial summary in the Result artifact"))
+            return
         await updater.complete(status(markdown.splitlines()[0] if markdown else "done"))
 
 
-def _assessment_request(payload: dict[str, Any]) -> tuple[str, BattleConfig]:
+def _shown_id(payload: dict[str, Any]) -> str:
+    """A battle id for an acknowledgement: the id if it is valid, else a neutral word (never echo junk back)."""
+    try:
+        return validate_battle_id(payload.get("battle_id"))
+    except BattleIdError:
+        return "(invalid id)"
+
+
+def _assessment_request(payload: dict[str, Any], registry: BattleRegistry) -> tuple[str, BattleConfig]:
     """The white agent URL and the validated config of an assessment request; ConfigError naming the field."""
     participants = payload.get("participants") or {}
     if not isinstance(participants, dict) or not participants:
         raise ConfigError('participants: expected {"white_agent": "<url>"}')
     white_url = participants.get("white_agent") or (next(iter(participants.values())) if len(participants) == 1 else None)
     if not isinstance(white_url, str) or not white_url:
-        raise ConfigError(f"participants.white_agent: required (got roles {sorted(participants)})")
+        raise ConfigError(f"participants.white_agent: required (got roles {sorted(map(str, participants))[:8]})")
     raw_config = payload.get("config") or {}
     if not isinstance(raw_config, dict):
         raise ConfigError("config: expected a JSON object")
-    return white_url, parse_battle_config(raw_config)
+    return white_url, registry.remote_config(raw_config)
 
 
 def build_card(url: str) -> AgentCard:
@@ -243,9 +349,17 @@ def create_app(
     default_config: BattleConfig | None = None,
     scoring_workers: int = 2,
     components: Sequence[Component] = (),
+    operator_token: OperatorToken | None = None,
+    limits: ServiceLimits | None = None,
 ) -> Starlette:
-    """The green agent as a Starlette app: A2A JSON-RPC at /, the agent card, /health, plus ``components``."""
+    """The green agent as a Starlette app: A2A JSON-RPC at /, the agent card, /health, plus ``components``.
+
+    ``operator_token`` guards the control surface (see :mod:`green_agent.operator_auth`); when omitted a random one
+    is generated and kept in ``app.state.operator_token``. ``limits`` bound what remote parties may ask for.
+    """
     card = build_card(card_url)
+    token = operator_token or OperatorToken.new()
+    service_limits = limits or ServiceLimits()
     holder: dict[str, BattleRegistry] = {}
 
     def registry() -> BattleRegistry:
@@ -261,13 +375,15 @@ def create_app(
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
             await GreenAgentExecutor(registry()).cancel(context, event_queue)
 
-    handler = DefaultRequestHandler(agent_executor=_LazyExecutor(), task_store=InMemoryTaskStore(), agent_card=card)
+    handler = OperatorRequestHandler(agent_executor=_LazyExecutor(), task_store=InMemoryTaskStore(), agent_card=card)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             scoring = await stack.enter_async_context(ScoringPool(max_workers=scoring_workers))
-            battles = BattleRegistry(scoring=scoring, runs_dir=runs_dir, default_config=default_config or BattleConfig())
+            sandboxes = await stack.enter_async_context(SandboxFactory())
+            battles = BattleRegistry(scoring=scoring, runs_dir=runs_dir, default_config=default_config or BattleConfig(),
+                                     limits=service_limits, sandboxes=sandboxes)
             stack.push_async_callback(battles.aclose)
             holder["registry"] = battles
             app.state.registry = battles
@@ -284,9 +400,17 @@ def create_app(
         *create_agent_card_routes(card),
         # Legacy card path: the AgentBeats backend (1.2.6) and a2a-sdk 0.2 clients look here.
         *create_agent_card_routes(card, card_url="/.well-known/agent.json"),
-        *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
+        *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True,
+                               context_builder=OperatorContextBuilder(token)),
         Route("/health", health, methods=["GET"]),
     ]
     for component in components:
         routes.extend(component.routes(registry))
-    return Starlette(routes=routes, lifespan=lifespan)
+    middleware = [
+        Middleware(BodyLimitMiddleware, max_bytes=service_limits.max_request_bytes,
+                   max_depth=service_limits.max_json_depth),
+        Middleware(OperatorAuthMiddleware, token=token),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    app.state.operator_token = token
+    return app

@@ -173,21 +173,104 @@ _TAG_CLOSE = re.compile(r"<\s*/\s*json\s*>", re.IGNORECASE)
 _FENCE_OPEN = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\r?\n?")
 _FENCE_CLOSE = re.compile(r"```")
 _JSON_FENCE_LANGS = frozenset({"json", "json5", "jsonc"})
+_WHITESPACE = re.compile(r"\s*")
+_OBJECT_START = re.compile(r"\{\s*[\"}]")
 
-_decoder = json.JSONDecoder()
+MAX_BLOCKS = 16
+"""At most this many <json> tags or fenced blocks are read per reply; more is a format error (bounds the work)."""
+MAX_INT_DIGITS = 64
+"""Integers in an action may have at most this many digits (no tau2 tool takes more)."""
+MAX_ACTION_DEPTH = 32
+"""Deepest nesting of objects/arrays accepted in an action."""
 
 
-def _describe_decode_error(error: json.JSONDecodeError, where: str) -> str:
-    return f"invalid JSON {where}: {error.msg} at line {error.lineno} column {error.colno}"
+class _Unreadable(ValueError):
+    """A JSON value the parser refuses to build (an integer too long, NaN/Infinity)."""
 
 
-def _strip_inner_fence(content: str) -> str:
-    """Tag content sometimes wraps the object in a Markdown fence: keep what is inside it."""
-    stripped = content.strip()
-    match = _FENCE_OPEN.match(stripped)
-    if match and stripped.endswith("```") and len(stripped) >= match.end() + 3:
-        return stripped[match.end() : -3].strip()
-    return stripped
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Unreadable(f"an integer with {len(digits.lstrip('-'))} digits (at most {MAX_INT_DIGITS} are accepted)")
+    return int(digits)
+
+
+def _no_constant(name: str) -> Any:
+    raise _Unreadable(f"{name} is not a JSON value")
+
+
+_decoder = json.JSONDecoder(parse_int=_bounded_int, parse_constant=_no_constant)
+
+
+def _location(doc: str, base: int, position: int) -> tuple[int, int]:
+    """1-based line and column of ``position`` counted from ``base`` (the start of the block being decoded)."""
+    line = doc.count("\n", base, position) + 1
+    column = position - (max(doc.rfind("\n", base, position), base - 1) + 1) + 1
+    return line, column
+
+
+def _decode_at(text: str, position: int, where: str) -> tuple[Any, int]:
+    """One JSON value starting exactly at ``position``: (value, end). ActionParseError saying why not.
+
+    Linear in the length of the value; integers, constants and nesting are bounded (the module docstring).
+    """
+    try:
+        value, end = _decoder.raw_decode(text, position)
+    except _Unreadable as error:
+        raise ActionParseError(f"invalid JSON {where}: {error}") from None
+    except json.JSONDecodeError as error:
+        line, column = _location(text, position, error.pos)
+        raise ActionParseError(f"invalid JSON {where}: {error.msg} at line {line} column {column}") from None
+    except RecursionError:
+        raise ActionParseError(f"invalid JSON {where}: nested too deeply") from None
+    _check_depth(value, where)
+    return value, end
+
+
+def _check_depth(value: Any, where: str) -> None:
+    """Refuse actions nested deeper than :data:`MAX_ACTION_DEPTH` (iterative: no recursion on hostile input)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_ACTION_DEPTH:
+                raise ActionParseError(f"invalid JSON {where}: nested more than {MAX_ACTION_DEPTH} levels deep")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+
+
+def _loads(text: str, where: str) -> Any:
+    """The whole of ``text`` (surrounding whitespace allowed) as one bounded JSON value."""
+    start = _WHITESPACE.match(text, 0).end()  # type: ignore[union-attr]
+    value, end = _decode_at(text, start, where)
+    rest = _WHITESPACE.match(text, end).end()  # type: ignore[union-attr]
+    if rest != len(text):
+        line, column = _location(text, start, rest)
+        raise ActionParseError(f"invalid JSON {where}: Extra data at line {line} column {column}")
+    return value
+
+
+def _block_value(text: str, start: int, closer: re.Pattern[str], *, inner_fence: bool, where: str) -> tuple[Any, int]:
+    """The JSON value of a block whose content starts at ``start``: (value, end of the closing delimiter).
+
+    The value is decoded where it starts, so a closing delimiter inside a JSON string cannot cut it short; after it
+    only whitespace (and, in a tag, the end of an inner fence) may come before the closing delimiter.
+    """
+    position = _WHITESPACE.match(text, start).end()  # type: ignore[union-attr]
+    fenced = False
+    if inner_fence:
+        fence = _FENCE_OPEN.match(text, position)
+        if fence is not None:
+            fenced = True
+            position = _WHITESPACE.match(text, fence.end()).end()  # type: ignore[union-attr]
+    value, end = _decode_at(text, position, where)
+    after = _WHITESPACE.match(text, end).end()  # type: ignore[union-attr]
+    if fenced and text.startswith("```", after):
+        after = _WHITESPACE.match(text, after + 3).end()  # type: ignore[union-attr]
+    closing = closer.match(text, after)
+    if closing is None:
+        line, column = _location(text, position, after)
+        raise ActionParseError(f"invalid JSON {where}: Extra data at line {line} column {column}")
+    return value, closing.end()
 
 
 def _delimited_json(
@@ -195,74 +278,69 @@ def _delimited_json(
 ) -> tuple[list[Any], str | None]:
     """JSON values between delimiters (tags or fences), and the decode error of the first broken block.
 
-    A closing delimiter inside a JSON string (``"</json>"``, three backticks) must not cut the value short, so for
-    each opening the closings are tried in order and the first one that leaves valid JSON wins. A block that never
-    becomes valid JSON is reported by the error (the first such block). Fences in another language, and plain
-    fences that do not hold an object, are not actions and are skipped; unclosed blocks are left to the bare scan.
+    Each block's value is decoded from where it starts (see :func:`_block_value`), so the work is linear in the
+    reply and at most :data:`MAX_BLOCKS` blocks are read. A block that is not valid JSON is reported by the error
+    (the first such block). Fences in another language, and plain fences that do not hold an object, are not
+    actions and are skipped; unclosed blocks are left to the bare scan.
     """
     values: list[Any] = []
     first_error: str | None = None
     position = 0
     index = 0
     while (opening := opener.search(text, position)) is not None:
-        closings = list(closer.finditer(text, opening.end()))
-        if not closings:
+        first_closing = closer.search(text, opening.end())
+        if first_closing is None:
             break
         index += 1
-        position = closings[0].end()
+        if index > MAX_BLOCKS:
+            raise ActionParseError(f"the reply has more than {MAX_BLOCKS} {'<json> tags' if kind == 'tag' else 'fenced blocks'}")
+        position = first_closing.end()
         language = opening.group(1).lower() if kind == "fenced" else ""
         if language and language not in _JSON_FENCE_LANGS:
             continue
-        error: json.JSONDecodeError | None = None
-        for closing in closings:
-            raw = text[opening.end() : closing.start()]
-            content = _strip_inner_fence(raw) if kind == "tag" else raw.strip()
-            if kind == "fenced" and not language and not content.startswith("{"):
-                break
-            try:
-                values.append(json.loads(content))
-            except json.JSONDecodeError as exc:
-                error = error or exc
+        where = f"inside <json> tag #{index}" if kind == "tag" else f"in fenced block #{index}"
+        if kind == "fenced" and not language:
+            content_start = _WHITESPACE.match(text, opening.end()).end()  # type: ignore[union-attr]
+            if not text.startswith("{", content_start):
                 continue
-            position = closing.end()
-            error = None
-            break
-        if error is not None and first_error is None:
-            where = f"inside <json> tag #{index}" if kind == "tag" else f"in fenced block #{index}"
-            first_error = _describe_decode_error(error, where)
+        try:
+            value, position = _block_value(text, opening.end(), closer, inner_fence=kind == "tag", where=where)
+        except ActionParseError as error:
+            first_error = first_error or error.reason
+            continue
+        values.append(value)
     return values, first_error
 
 
-def _looks_like_object(text: str, position: int) -> bool:
-    """A '{' followed by a quote starts what was meant as a JSON object (prose braces usually are not)."""
-    return text[position + 1 :].lstrip().startswith('"')
+def _scan_objects(text: str) -> list[dict[str, Any]]:
+    """Top-level JSON objects embedded in prose; ActionParseError for the first broken one.
 
-
-def _scan_objects(text: str) -> tuple[list[dict[str, Any]], str | None]:
-    """Top-level JSON objects embedded in prose, and a description of the first broken one (if any).
-
-    After a failed decode the scan resumes where the decoder gave up, so objects nested in a broken object (its
-    ``arguments``, say) are never mistaken for actions of their own.
+    Only braces that open an object (``{"`` or ``{}``, whitespace allowed) are decoded, so prose braces cost
+    nothing, and the first object that fails to decode ends the scan (it is reported): the scan stays linear.
     """
     objects: list[dict[str, Any]] = []
-    problem: str | None = None
     position = text.find("{")
     while position != -1:
+        if not _OBJECT_START.match(text, position):
+            position = text.find("{", position + 1)
+            continue
         try:
             value, end = _decoder.raw_decode(text, position)
         except json.JSONDecodeError as error:
-            if problem is None and _looks_like_object(text, position):
-                line = text.count("\n", 0, position) + 1
-                column = position - (text.rfind("\n", 0, position) + 1) + 1
-                problem = (
-                    f"invalid JSON in the object starting at line {line} column {column} of the reply: "
-                    f"{error.msg} at line {error.lineno} column {error.colno}"
-                )
-            position = text.find("{", max(position + 1, error.pos))
-            continue
+            line, column = _location(text, 0, position)
+            inner_line, inner_column = _location(text, position, error.pos)
+            raise ActionParseError(
+                f"invalid JSON in the object starting at line {line} column {column} of the reply: "
+                f"{error.msg} at line {inner_line} column {inner_column}"
+            ) from None
+        except _Unreadable as error:
+            raise ActionParseError(f"invalid JSON in the reply: {error}") from None
+        except RecursionError:
+            raise ActionParseError("invalid JSON in the reply: nested too deeply") from None
+        _check_depth(value, "in the reply")
         objects.append(value)
         position = text.find("{", end)
-    return objects, problem
+    return objects
 
 
 def _type_name(value: Any) -> str:
@@ -303,10 +381,7 @@ def _to_action(value: Any, source: ActionSource) -> Action:
         if not arguments.strip():
             arguments = None
         else:
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as error:
-                raise ActionParseError(_describe_decode_error(error, f'in the string value of "{key}"')) from None
+            arguments = _loads(arguments, f'in the string value of "{key}"')
             if not isinstance(arguments, dict):
                 raise ActionParseError(
                     f'"{key}" is a string holding JSON {_type_name(arguments)}, expected a JSON object'
@@ -363,9 +438,9 @@ def parse_action(text: str | None, data_parts: list[dict[str, Any]]) -> Action:
 def _parse_text(text: str) -> Action:
     # The whole reply being one JSON value is unambiguous, whatever its strings contain (tags, fences).
     try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
-        pass
+        whole = _loads(text, "in the reply")
+    except ActionParseError:
+        pass  # not one JSON value: read the other forms (which report their own errors)
     else:
         if not isinstance(whole, dict):
             raise ActionParseError(f"the reply is JSON {_type_name(whole)}, expected an action object")
@@ -383,9 +458,7 @@ def _parse_text(text: str) -> Action:
     if fence_values:
         return _single([_to_action(v, "fenced") for v in fence_values], "in fenced blocks")
 
-    objects, problem = _scan_objects(text)
-    if problem is not None:
-        raise ActionParseError(problem)
+    objects = _scan_objects(text)
     named = [o for o in objects if "name" in o]
     if named:
         return _single([_to_action(o, "bare") for o in named], "in the reply")

@@ -37,8 +37,9 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 import httpx
 from a2a.client import (
@@ -66,7 +67,13 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from pydantic import BaseModel, ConfigDict, Field
 
+from green_agent.text_safety import clean_json, clean_text
+
 logger = logging.getLogger(__name__)
+_E = TypeVar("_E", bound=BaseException)
+
+DEFAULT_MAX_REPLY_BYTES = 1_048_576
+"""Reply cap of a client that makes its own HTTP pool (battles pass theirs, capped at ``max_reply_bytes``)."""
 
 _FAILURE_STATES = frozenset(
     {
@@ -149,6 +156,79 @@ class WhiteAgentCommunicationError(WhiteAgentError):
         self.jsonrpc_code = jsonrpc_code
 
 
+class WhiteAgentReplyTooLarge(WhiteAgentError):
+    """The reply body exceeded the byte cap (``failure: format_error``); reading stopped at the cap."""
+
+    def __init__(self, detail: str, *, max_bytes: int) -> None:
+        super().__init__(detail)
+        self.max_bytes = max_bytes
+
+
+class ReplyTooLarge(httpx.TransportError):
+    """Raised by :class:`CappedTransport` while reading a response body past its cap (memory stays bounded)."""
+
+    def __init__(self, max_bytes: int, url: str) -> None:
+        super().__init__(f"the response from {url} is larger than {max_bytes} bytes")
+        self.max_bytes = max_bytes
+
+
+class _CappedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, max_bytes: int, url: str) -> None:
+        self._inner = inner
+        self._max_bytes = max_bytes
+        self._url = url
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        received = 0
+        async for chunk in self._inner:
+            received += len(chunk)
+            if received > self._max_bytes:
+                raise ReplyTooLarge(self._max_bytes, self._url)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class CappedTransport(httpx.AsyncBaseTransport):
+    """An httpx transport that stops reading any response body at ``max_bytes`` (chunked or not).
+
+    Why at the transport: the a2a-sdk reads whole bodies itself, so this is the one place where an endless or huge
+    reply can be cut before it is buffered. A declared Content-Length above the cap is refused before reading.
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, *, max_bytes: int) -> None:
+        self._inner = inner
+        self.max_bytes = max_bytes
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        url = str(request.url)
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await response.aclose()
+            raise ReplyTooLarge(self.max_bytes, url)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=_CappedStream(response.stream, self.max_bytes, url),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def capped_http_client(*, max_bytes: int, max_connections: int, timeout_s: float = 30.0) -> httpx.AsyncClient:
+    """An HTTP client for talking to white agents: bounded reply bodies, no proxies from the environment."""
+    transport = CappedTransport(
+        httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=max_connections)), max_bytes=max_bytes
+    )
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=transport)
+
+
 class WhiteAgentReportedFailure(WhiteAgentError):
     """The agent answered with a Task it put in a failure state (``failure: white_agent_error``)."""
 
@@ -157,6 +237,18 @@ class WhiteAgentReportedFailure(WhiteAgentError):
         self.task_state = task_state
         self.text = text
         self.task_id = task_id
+
+
+def _cause_of_type(error: BaseException, kind: type[_E]) -> _E | None:
+    """The first exception of type ``kind`` in ``error``'s cause/context chain."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _httpx_cause(error: BaseException) -> httpx.HTTPError | None:
@@ -175,6 +267,15 @@ def _classify(error: Exception, *, url: str, timeout_s: float) -> WhiteAgentErro
     """Map any exception raised while sending a turn to one of our three classes."""
     if isinstance(error, WhiteAgentError):
         return error
+    too_large = _cause_of_type(error, ReplyTooLarge)
+    if too_large is not None:
+        return WhiteAgentReplyTooLarge(
+            f"the reply from {url} is larger than the limit of {too_large.max_bytes} bytes (max_reply_bytes)",
+            max_bytes=too_large.max_bytes,
+        )
+    if isinstance(error, RecursionError):
+        return WhiteAgentCommunicationError(f"invalid A2A reply from {url}: JSON nested too deeply",
+                                            kind="invalid_response")
     if isinstance(error, AgentCardResolutionError):
         return WhiteAgentCommunicationError(
             f"agent card of {url} unreachable or invalid: {error.message}",
@@ -226,12 +327,17 @@ def _classify(error: Exception, *, url: str, timeout_s: float) -> WhiteAgentErro
 
 
 def _data_dicts(parts: Any) -> list[dict[str, Any]]:
-    return [d if isinstance(d, dict) else {"value": d} for d in get_data_parts(parts)]
+    """Data parts as dicts, every string cleaned of lone surrogates (see :mod:`green_agent.text_safety`)."""
+    return [clean_json(d) if isinstance(d, dict) else {"value": clean_json(d)} for d in get_data_parts(parts)]
+
+
+def _texts(parts: Any) -> list[str]:
+    return [clean_text(t) for t in get_text_parts(parts)]
 
 
 def _reply_from_message(message: Message) -> WhiteReply:
     return WhiteReply(
-        text="\n".join(get_text_parts(message.parts)),
+        text="\n".join(_texts(message.parts)),
         data_parts=_data_dicts(message.parts),
         kind="message",
         echoed_context_id=message.context_id or None,
@@ -244,15 +350,15 @@ def _task_content(task: Task) -> tuple[str, list[dict[str, Any]]]:
     texts: list[str] = []
     data: list[dict[str, Any]] = []
     if task.status.HasField("message"):
-        texts.extend(get_text_parts(task.status.message.parts))
+        texts.extend(_texts(task.status.message.parts))
         data.extend(_data_dicts(task.status.message.parts))
     for artifact in task.artifacts:
-        texts.extend(get_text_parts(artifact.parts))
+        texts.extend(_texts(artifact.parts))
         data.extend(_data_dicts(artifact.parts))
     if not texts and not data:
         agent_messages = [m for m in task.history if m.role == Role.ROLE_AGENT]
         if agent_messages:
-            texts.extend(get_text_parts(agent_messages[-1].parts))
+            texts.extend(_texts(agent_messages[-1].parts))
             data.extend(_data_dicts(agent_messages[-1].parts))
     return "\n".join(t for t in texts if t), data
 
@@ -323,7 +429,8 @@ class WhiteAgentClient:
 
     async def __aenter__(self) -> Self:
         if self._httpx is None:
-            self._httpx = httpx.AsyncClient(timeout=httpx.Timeout(self._turn_timeout_s))
+            self._httpx = capped_http_client(max_bytes=DEFAULT_MAX_REPLY_BYTES, max_connections=8,
+                                             timeout_s=self._turn_timeout_s)
         return self
 
     async def __aexit__(

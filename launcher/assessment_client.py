@@ -208,6 +208,7 @@ async def run_assessment(
     extra_request_fields: dict[str, Any] | None = None,
     connect_timeout_s: float = 10.0,
     idle_timeout_s: float | None = 120.0,
+    operator_token: str | None = None,
 ) -> AssessmentOutcome:
     """Run one assessment on the green agent at ``green_url`` and return how it ended.
 
@@ -215,13 +216,15 @@ async def run_assessment(
     bytes of the stream (the server sends SSE keep-alives every 15 s, so only a hung agent trips it; None disables).
 
     Raises :class:`AssessmentError` when the green agent cannot be reached, the connection breaks (e.g. the agent
-    died), the stream goes silent, or it ends before a final state.
+    died), the stream goes silent, or it ends before a final state. ``operator_token`` is the green agent's operator
+    token (assessment requests need it).
     """
     timeout = httpx.Timeout(connect=connect_timeout_s, read=idle_timeout_s, write=30.0, pool=30.0)
     stream = _StreamState(on_event)
     text = build_request_text(white_url, config, battle_id, **(extra_request_fields or {}))
     message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[new_text_part(text)])
-    async with httpx.AsyncClient(timeout=timeout, trust_env=not _is_loopback(green_url)) as http:
+    headers = {"Authorization": f"Bearer {operator_token}"} if operator_token else None
+    async with httpx.AsyncClient(timeout=timeout, trust_env=not _is_loopback(green_url), headers=headers) as http:
         try:
             card = await A2ACardResolver(http, green_url).get_agent_card()
         except (A2AClientError, httpx.HTTPError, ValueError) as error:

@@ -40,7 +40,7 @@ import httpx
 from rich.console import Console
 from rich.markdown import Markdown
 
-from green_agent.config import BattleConfig, ConfigError
+from green_agent.config import BattleConfig, ConfigError, remote_config_dict
 from launcher.assessment_client import AssessmentOutcome
 from launcher.ports import free_ports, loopback_url
 from launcher.processes import ProcessError, ProcessGroup, wait_until_ready
@@ -52,6 +52,7 @@ from launcher.run_command import (
     PreparedRun,
     RunOptions,
     RunReport,
+    agent_environment,
     green_agent_argv,
     prepare_run,
     say,
@@ -366,7 +367,8 @@ async def _run_battle(options: BackendRunOptions, target: str, prepared: Prepare
         green_argv = green_agent_argv(green_port, run.runs_dir, python=run.python, module=run.green_module,
                                       scenario=run.scenario_path)
         green_url, _ = await start_agent(group, display, "green_agent", green_argv, green_port, green_launcher_port,
-                                         agent_options, prepared.log_dir)
+                                         agent_options, prepared.log_dir,
+                                         env=agent_environment(prepared.operator_token))
         report.pids = [p.pid for p in group.processes]
 
         display.status("registering the agents")
@@ -386,7 +388,7 @@ async def _run_battle(options: BackendRunOptions, target: str, prepared: Prepare
         battle_id = await api.create_battle({
             "green_agent_id": green_id,
             "opponents": [{"name": WHITE_PARTICIPANT, "agent_id": white_id}],
-            "config": {"pass_k_config": config.model_dump(mode="json")},
+            "config": {"pass_k_config": remote_config_dict(config)},
         })
         report.battle_id = battle_id
         report.battle_url = battle_page_url(backend_url, battle_id, arena=arena)

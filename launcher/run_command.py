@@ -38,7 +38,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from green_agent.config import ConfigError, Scenario, WhiteAgentConfig, load_scenario
+from green_agent.config import ConfigError, Scenario, WhiteAgentConfig, load_scenario, remote_config_dict
+from green_agent.operator_auth import TOKEN_ENV
 from launcher.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
 from launcher.ports import free_ports, loopback_url
 from launcher.processes import ManagedProcess, ProcessError, ProcessGroup, wait_until_ready
@@ -81,6 +82,8 @@ class PreparedRun:
     run_dir: Path
     log_dir: Path
     backend_url: str | None
+    operator_token: str = field(default="", repr=False)
+    """The green agent's operator token for this run (generated; passed to it through its environment)."""
 
 
 @dataclass
@@ -143,7 +146,8 @@ def prepare_run(options: RunOptions) -> PreparedRun:
     battle_id = options.battle_id or generate_battle_id(scenario.name)
     run_dir = options.runs_dir / battle_id
     backend_url = options.backend_url or scenario.backend.url
-    return PreparedRun(scenario, battle_id, run_dir, run_dir / "logs", backend_url)
+    return PreparedRun(scenario, battle_id, run_dir, run_dir / "logs", backend_url,
+                       operator_token=secrets.token_urlsafe(32))
 
 
 def white_agent_argv(white: WhiteAgentConfig, port: int, *, python: str, module: str = "white_agent") -> list[str]:
@@ -257,24 +261,36 @@ async def start_agent(
     launcher_port: int,
     options: RunOptions,
     log_dir: Path,
+    env: dict[str, str] | None = None,
 ) -> tuple[str, ManagedProcess]:
-    """Start one agent (directly, or behind a launcher on ``launcher_port``) and wait until its card answers."""
+    """Start one agent (directly, or behind a launcher on ``launcher_port``) and wait until its card answers.
+
+    ``env`` is the agent's whole environment (default: ours, minus the green agent's operator token)."""
+    env = env if env is not None else agent_environment()
     url = loopback_url(port)
     card_url = url + AGENT_CARD_PATH
     if not options.with_launchers:
         display.status(f"starting the {name}")
-        proc = await group.start_and_wait(name, agent_argv, card_url, timeout_s=options.startup_timeout_s)
+        proc = await group.start_and_wait(name, agent_argv, card_url, timeout_s=options.startup_timeout_s, env=env)
         return url, proc
     launcher_url = loopback_url(launcher_port)
     display.status(f"starting the {name} launcher")
     argv = launcher_argv(agent_argv, port=launcher_port, agent_url=url, name=name, log_dir=log_dir,
                          python=options.python)
-    proc = group.start(f"{name}_launcher", argv)
+    proc = group.start(f"{name}_launcher", argv, env=env)
     await wait_until_ready(proc, launcher_url + "/health", timeout_s=options.startup_timeout_s)
     display.status(f"waiting for the {name} behind {launcher_url}")
     await _wait_behind_launcher(proc, name, launcher_url, options.startup_timeout_s)
     display.line(f"{name} launcher: {launcher_url} (agent {url})")
     return url, proc
+
+
+def agent_environment(operator_token: str | None = None) -> dict[str, str]:
+    """Our environment for a child agent: never our own operator token; the green agent's, when given."""
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    if operator_token is not None:
+        env[TOKEN_ENV] = operator_token
+    return env
 
 
 async def _wait_behind_launcher(proc: ManagedProcess, name: str, launcher_url: str, timeout_s: float) -> None:
@@ -307,7 +323,7 @@ async def _assess(
     options: RunOptions,
 ) -> AssessmentOutcome:
     """Run the assessment while watching the green agent: its death ends the wait at once."""
-    config = prepared.scenario.pass_k_config.model_dump(mode="json")
+    config = remote_config_dict(prepared.scenario.pass_k_config)
     assessment = asyncio.create_task(
         run_assessment(
             green_url,
@@ -317,6 +333,7 @@ async def _assess(
             on_event=display.on_event,
             extra_request_fields={"backend_url": prepared.backend_url},
             idle_timeout_s=options.idle_timeout_s,
+            operator_token=prepared.operator_token,
         )
     )
 
@@ -376,10 +393,13 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
                                                   module=options.white_module)
                     white_url, white_proc = await start_agent(group, display, "white_agent", white_argv, white_port,
                                                               white_launcher_port, options, prepared.log_dir)
+                # The scenario file gives the green agent its operator-only settings (the user simulator's
+                # endpoint, model and key variable); the token travels in its environment, never on a command line.
                 green_argv = green_agent_argv(green_port, options.runs_dir, python=options.python,
-                                              module=options.green_module)
+                                              module=options.green_module, scenario=options.scenario_path)
                 green_url, green_proc = await start_agent(group, display, "green_agent", green_argv, green_port,
-                                                          green_launcher_port, options, prepared.log_dir)
+                                                          green_launcher_port, options, prepared.log_dir,
+                                                          env=agent_environment(prepared.operator_token))
                 report.pids = [p.pid for p in group.processes]
                 display.status(f"battle {prepared.battle_id}")
                 outcome = await _assess(green_proc, green_url, white_url, prepared, display, options)

@@ -16,17 +16,21 @@ Termination reasons accepted by :meth:`AttemptEnvironment.simulation` are the va
 ``TerminationReason``: ``user_stop``, ``agent_stop``, ``judge_stop``, ``max_steps``, ``too_many_errors``,
 ``agent_error``, ``user_error``. Only ``user_stop`` and ``agent_stop`` are scored by tau2; any other reason scores 0.
 
+Where the environment lives: in the attempt's own tool sandbox process (:mod:`green_agent.tau.sandbox`), because
+tool calls run tau2 code on arguments the agent chose and must be killable at a time limit. This object is the
+serving side: it records the trajectory (tau2 message models) and forwards each tool call to the sandbox. A call
+that exceeds ``tool_timeout_s``, crashes the sandbox or exhausts its memory raises
+:class:`~green_agent.tau.sandbox.ToolFault`, and the environment is unusable afterwards (``fault`` says why).
+
 Costs measured on the 2-core dev machine (medians, other workers running): building a retail environment
 ~20-30 ms, airline ~70-150 ms, telecom ~1 ms, mock <1 ms (tau2's own loader: ~90 / ~200 / ~5 ms). The domain
-database is read from disk once per process and then validated from the cached dict for each attempt; validation
-builds fresh objects, so attempts share nothing. Tool calls take well under a millisecond (0.5 ms at most over
-every gold action of the test splits) and run inline on the event loop, which also keeps each environment on one
-thread.
+database is read from disk once per process (in the sandbox fork server, once for all sandboxes) and then validated
+from the cached dict for each attempt; validation builds fresh objects, so attempts share nothing. Tool calls take
+well under a millisecond (0.5 ms at most over every gold action of the test splits) plus the pipe round trip.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import uuid
@@ -36,7 +40,10 @@ from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import TypeAdapter
+
 from green_agent.tau.quiet import quiet_tau2
+from green_agent.tau.sandbox import SandboxFactory, SandboxInit, ToolFault, ToolSandbox
 from green_agent.tau.tasks import TaskRef
 
 quiet_tau2()
@@ -64,6 +71,19 @@ SCORED_TERMINATIONS: frozenset[str] = frozenset({TerminationReason.USER_STOP.val
 """The termination reasons tau2's evaluator scores; the others get reward 0 without any check."""
 
 Requestor = Literal["assistant", "user"]
+
+
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def _message_from_json(data: dict[str, Any]) -> Message:
+    return _MESSAGE.validate_python(data)
+
+
+def _shown_call(name: str, arguments: dict[str, Any], limit: int = 200) -> str:
+    """``name({...})`` for a failure detail, cut to ``limit`` characters."""
+    text = f"{name}({json.dumps(arguments, ensure_ascii=False)})"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -125,14 +145,22 @@ def _schemas_json(domain: str) -> tuple[str, str, str]:
     return json.dumps(tools), json.dumps(user_tools), env.get_policy()
 
 
+def schemas(domain: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """Fresh copies of a domain's agent tools, user tools (OpenAI function schemas) and policy."""
+    tools, user_tools, policy = _schemas_json(domain)
+    return json.loads(tools), json.loads(user_tools), policy
+
+
 def _timestamp(value: datetime | str) -> datetime:
     if isinstance(value, datetime):
         return value
     return datetime.fromisoformat(value)  # Python 3.11 accepts a "Z" suffix
 
 
-def _build(ref: TaskRef) -> tuple[Environment, list[Message]]:
-    """Build and initialise the environment the way tau2's orchestrator does; return it with the opening messages."""
+def build_environment(ref: TaskRef) -> tuple[Environment, list[Message]]:
+    """Build and initialise the environment the way tau2's orchestrator does; return it with the opening messages.
+
+    Runs inside a tool sandbox (blocking, CPU-bound)."""
     _schemas_json(ref.domain)  # first use per domain costs a build: pay it here, off the event loop
     env = fresh_environment(ref.domain)
     state = ref.task.initial_state
@@ -153,29 +181,47 @@ def _build(ref: TaskRef) -> tuple[Environment, list[Message]]:
 class AttemptEnvironment:
     """A fresh tau2 environment for one attempt plus the attempt's trajectory. Never shared between attempts.
 
-    Build it with :meth:`create`. Who records what: the attempt loop records both sides' text
-    (:meth:`record_assistant_text`, :meth:`record_user_text`); every tool call, the agent's or the simulated
-    user's, is recorded by :meth:`call_tool` itself.
+    Build it with :meth:`create` and close it with :meth:`aclose` (or ``async with``), which stops its sandbox.
+    Who records what: the attempt loop records both sides' text (:meth:`record_assistant_text`,
+    :meth:`record_user_text`); every tool call, the agent's or the simulated user's, is recorded by
+    :meth:`call_tool` itself.
     """
 
-    def __init__(self, ref: TaskRef, env: Environment, opening: list[Message]) -> None:
-        """Internal: use :meth:`create`, which builds ``env`` off the event loop."""
+    def __init__(self, ref: TaskRef, sandbox: ToolSandbox, init: SandboxInit, *, tool_timeout_s: float) -> None:
+        """Internal: use :meth:`create`, which starts the sandbox and builds the environment there."""
         self._ref = ref
-        self._env = env
-        self._messages: list[Message] = list(opening)
+        self._sandbox = sandbox
+        self._tool_timeout_s = tool_timeout_s
+        self._messages: list[Message] = [_message_from_json(m) for m in init.opening]
         self._steps = 0
         self._errors = 0
         self._calls = 0
-        tools, user_tools, policy = _schemas_json(ref.domain)
-        self._tools: list[dict[str, Any]] = json.loads(tools)
-        self._user_tools: list[dict[str, Any]] = json.loads(user_tools)
-        self._policy = policy
+        self._tools = init.tools
+        self._user_tools = init.user_tools
+        self._policy = init.policy
+        self._fault: ToolFault | None = None
 
     @classmethod
-    async def create(cls, ref: TaskRef) -> AttemptEnvironment:
-        """Build the environment for ``ref`` in a worker thread and record the opening greeting."""
-        env, opening = await asyncio.to_thread(_build, ref)
-        return cls(ref, env, opening)
+    async def create(
+        cls, ref: TaskRef, *, sandboxes: SandboxFactory | None = None, tool_timeout_s: float = 5.0
+    ) -> AttemptEnvironment:
+        """Start a tool sandbox for ``ref``, build the environment in it and record the opening greeting.
+
+        Raises :class:`~green_agent.tau.sandbox.SandboxError` when the sandbox or tau2 fails (a harness failure).
+        """
+        factory = sandboxes or SandboxFactory()
+        sandbox, init = await factory.open(ref)
+        return cls(ref, sandbox, init, tool_timeout_s=tool_timeout_s)
+
+    async def aclose(self) -> None:
+        """Stop the sandbox process (idempotent). The recorded trajectory stays readable."""
+        await self._sandbox.aclose()
+
+    async def __aenter__(self) -> AttemptEnvironment:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @property
     def ref(self) -> TaskRef:
@@ -212,6 +258,16 @@ class AttemptEnvironment:
         """Messages recorded so far, the greeting included."""
         return len(self._messages)
 
+    @property
+    def fault(self) -> ToolFault | None:
+        """The tool call that killed this environment's sandbox (time limit, crash, memory), if one did."""
+        return self._fault
+
+    @property
+    def sandbox_pid(self) -> int | None:
+        """The sandbox process id (diagnostics, tests)."""
+        return self._sandbox.pid
+
     async def call_tool(
         self,
         name: str,
@@ -220,13 +276,17 @@ class AttemptEnvironment:
         requestor: Requestor = "assistant",
         call_id: str | None = None,
     ) -> ToolOutcome:
-        """Run a tool on this environment and record the call and its verbatim output.
+        """Run a tool on this environment (in its sandbox) and record the call and its verbatim output.
 
         Unknown tools, wrong or missing arguments and tool failures come back as an outcome with ``error=True`` and
         tau2's "Error: ..." text (recorded too: tau2's evaluator replays them and gets the same text). Arguments that
         are not a JSON object cannot be expressed as a tau2 tool call: they get an error outcome and nothing is
-        recorded. Exceptions escape only for faults inside tau2 itself (an environment bug, not the agent's).
+        recorded. A call that exceeds the tool time limit, crashes the sandbox or exhausts its memory raises
+        :class:`~green_agent.tau.sandbox.ToolFault` (so does every later call). Other exceptions escape only for
+        faults inside tau2 or the sandbox itself (not the agent's).
         """
+        if self._fault is not None:
+            raise self._fault
         if requestor == "assistant":
             self._steps += 1
         if not isinstance(arguments, dict) or not isinstance(name, str):
@@ -243,23 +303,30 @@ class AttemptEnvironment:
         )
         participant = AssistantMessage if requestor == "assistant" else UserMessage
         self._messages.append(participant(role=requestor, content=None, tool_calls=[call]))
-        result: ToolMessage = self._env.get_response(call.model_copy(deep=True))  # a tool may mutate its arguments
+        try:
+            answer = await self._sandbox.call(call.model_dump(mode="json"), timeout_s=self._tool_timeout_s)
+        except ToolFault as fault:
+            shown = _shown_call(name, arguments)
+            self._fault = ToolFault(fault.kind, f"tool call {shown}: {fault.detail}", requestor=requestor, tool=name)
+            raise self._fault from None
+        result = ToolMessage.model_validate(answer)
         self._messages.append(result)
-        self._env.sync_tools()
         if result.error:
             self._errors += 1
         return ToolOutcome(content=result.content if result.content is not None else "", error=result.error)
 
     def record_assistant_text(self, text: str) -> None:
-        """Record a message the agent sent to the user (counts as a step)."""
+        """Record a message the agent sent to the user (counts as a step).
+
+        tau2's orchestrator also syncs the tools after text turns; that sync only mirrors database state that tool
+        calls change, and every tool call is followed by one in the sandbox, so it is not repeated here.
+        """
         self._steps += 1
         self._messages.append(AssistantMessage(role="assistant", content=text))
-        self._env.sync_tools()
 
     def record_user_text(self, text: str) -> None:
         """Record a message the user sent to the agent (stop tokens included, as tau2 records them)."""
         self._messages.append(UserMessage(role="user", content=text))
-        self._env.sync_tools()
 
     def _numbered(self) -> list[Message]:
         return [message.model_copy(update={"turn_idx": i}) for i, message in enumerate(self._messages)]
@@ -305,6 +372,9 @@ __all__ = [
     "SCORED_TERMINATIONS",
     "TERMINATION_REASONS",
     "AttemptEnvironment",
+    "ToolFault",
     "ToolOutcome",
+    "build_environment",
     "fresh_environment",
+    "schemas",
 ]

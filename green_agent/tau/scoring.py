@@ -29,6 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Any, Self
 
+from green_agent.process_hygiene import die_with_parent
 from green_agent.results import RewardBreakdown
 from green_agent.tau.quiet import quiet_tau2
 from green_agent.tau.tasks import TaskRef
@@ -47,6 +48,7 @@ class ScoringError(RuntimeError):
 
 def _worker_init() -> None:
     """Runs once in every worker process: quiet tau2, pay the evaluator import, make GC cheap for tau2's objects."""
+    die_with_parent()  # kill -9 of the green agent must not leave scoring workers behind
     quiet_tau2()
     import tau2.evaluator.evaluator  # noqa: F401  (the ~4 s import, here rather than on the first score)
 

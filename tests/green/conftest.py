@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from green_agent.operator_auth import OperatorToken
 from green_agent.server import create_app
 from launcher.assessment_client import AssessmentOutcome, run_assessment
+from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent
 
@@ -24,7 +26,9 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def green_url(runs_dir: Path) -> AsyncIterator[str]:
-    async with serve_app_factory(lambda url: create_app(url, runs_dir=runs_dir), startup_timeout_s=60) as url:
+    token = OperatorToken(TEST_OPERATOR_TOKEN)
+    async with serve_app_factory(lambda url: create_app(url, runs_dir=runs_dir, operator_token=token),
+                                 startup_timeout_s=60) as url:
         yield url
 
 
@@ -38,4 +42,5 @@ async def white_agent(kind: str = "replay", **options: Any) -> AsyncIterator[str
 
 async def assess(green: str, white: str, config: dict[str, Any], **options: Any) -> AssessmentOutcome:
     """Run one assessment request and return its outcome (events, markdown, result JSON)."""
+    options.setdefault("operator_token", TEST_OPERATOR_TOKEN)
     return await run_assessment(green, white, config, idle_timeout_s=120, **options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Any
@@ -166,7 +167,7 @@ def test_action_is_frozen() -> None:
         ("Sure, I can help with that.", [], "no JSON action found"),
         ('<json>{"name": "a",}</json>', [], "invalid JSON inside <json> tag #1: Expecting property name"),
         ("<json>{'name': 'a'}</json>", [], "invalid JSON inside <json> tag #1"),
-        ('```json\n{"name": "a"\n```', [], "invalid JSON in fenced block #1: Expecting ',' delimiter at line 1"),
+        ('```json\n{"name": "a"\n```', [], "invalid JSON in fenced block #1: Expecting ',' delimiter at line 2"),
         (
             'x {"name": "a", "arguments": {"name": "b"}, } y',
             [],
@@ -214,10 +215,66 @@ def test_rejections_say_why(text: str | None, data: list[dict[str, Any]], reason
     assert str(caught.value) == caught.value.reason
 
 
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('<json>{"name": "calculate", "arguments": {"x": ' + "9" * 5000 + "}}</json>",
+         "an integer with 5000 digits (at most 64 are accepted)"),
+        ('{"name": "calculate", "arguments": {"x": -' + "9" * 65 + "}}", "an integer with 65 digits"),
+        ("<json>" + "[" * 5000 + "]" * 5000 + "</json>", "nested too deeply"),
+        ('{"a":' * 5000, "nested too deeply"),
+        ('{"name": "t", "arguments": ' + '{"a": ' * 40 + "1" + "}" * 40 + "}", "nested more than 32 levels deep"),
+        ('<json>{"name": "t", "arguments": {"a": NaN}}</json>', "NaN is not a JSON value"),
+        ('{"name": "t", "arguments": {"a": -Infinity}}', "-Infinity is not a JSON value"),
+        ("<json>{}</json>" * 17, "more than 16 <json> tags"),
+    ],
+)
+def test_hostile_numbers_and_nesting_are_format_errors(text: str, reason: str) -> None:
+    with pytest.raises(ActionParseError) as caught:
+        parse_action(text, [])
+    assert reason in caught.value.reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"' * 200_000,
+        '{"a": "' * 60_000,
+        "<json>" * 60_000,
+        '<json>{"' * 50_000,
+        "```json\n" * 50_000,
+        "<json>" + "</json>" * 60_000,
+        "{a" * 200_000,
+        '{"name": "t", "arguments": {"s": "' + "x" * 400_000 + '"}}' + " {" * 1000,
+    ],
+    ids=["open-quotes", "open-strings", "tags", "tags-quotes", "fences", "closers", "prose-braces", "big-then-braces"],
+)
+def test_parser_work_is_linear_in_the_reply(text: str) -> None:
+    """400 KB hostile replies: a quadratic parser needs seconds to minutes; counted in decode calls, not seconds."""
+    import green_agent.turn_protocol as protocol
+
+    calls = 0
+    real = protocol._decoder.raw_decode
+
+    def counting(doc: str, idx: int = 0) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(doc, idx)
+
+    protocol._decoder.raw_decode = counting  # type: ignore[method-assign]
+    try:
+        with contextlib.suppress(ActionParseError):
+            parse_action(text, [])
+    finally:
+        protocol._decoder.raw_decode = real  # type: ignore[method-assign]
+    assert calls <= 2 * protocol.MAX_BLOCKS + 2
+
+
 # ----------------------------------------------------------------------------------------------- round trip
 
 _json_leaf = (
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False) | st.text(max_size=12)
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
 )
 _json_value = st.recursive(
     _json_leaf,

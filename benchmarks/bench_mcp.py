@@ -10,7 +10,8 @@ Two figures, on loopback:
 
 The green agent runs in this process (with its MCP component, on a socket with TCP_NODELAY); the replay white agent
 runs in a child process (``python -m white_agent``). Battles are started and awaited through the control tool
-``start_battle(wait=true)``; the modes alternate so drift on a shared machine hits both alike.
+``start_battle(wait=true)``, as the operator (the control endpoint needs the green agent's operator token: a random one
+is made for the run); the modes alternate so drift on a shared machine hits both alike.
 
     .venv/bin/python benchmarks/bench_mcp.py [--calls 500] [--tasks 10] [--k 4] [--concurrency 4] [--repeats 2]
 """
@@ -33,10 +34,12 @@ import httpx2
 import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from green_agent.mcp import McpComponent
+from green_agent.operator_auth import OperatorToken, bearer_header
 from green_agent.server import create_app
 from green_agent.tau.environment import AttemptEnvironment
 from green_agent.tau.tasks import resolve_task
@@ -122,11 +125,14 @@ async def battle(control: Client, white: str, config: dict[str, Any]) -> tuple[f
     return wall, dict(result.structured_content)
 
 
-async def battles(url: str, white: str, args: argparse.Namespace) -> None:
+async def battles(url: str, white: str, operator: OperatorToken, args: argparse.Namespace) -> None:
     base = {"mode": "manual", "domain": "retail", "split": "test", "task_id": list(range(args.tasks)), "k": args.k,
             "calibration": True, "concurrency": args.concurrency}
     walls: dict[str, list[float]] = {"text": [], "mcp": []}
-    async with Client(f"{url}/mcp/") as control:
+    async with (
+        create_mcp_http_client(headers=bearer_header(operator.value)) as http,  # SDK timeouts: long waits are fine
+        Client(streamable_http_client(f"{url}/mcp/", http_client=http)) as control,
+    ):
         await battle(control, white, {**base, "task_id": [0], "k": 2})  # warm-up: task loading, scoring workers
         for _ in range(args.repeats):
             for mode in ("text", "mcp"):
@@ -148,11 +154,12 @@ async def main(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="arena-bench-mcp-"))
     (white_port,) = free_ports(1)
     holder: dict[str, McpComponent] = {}
+    operator = OperatorToken.new()
 
     def green(url: str) -> Any:
         holder["mcp"] = McpComponent(public_url=url)
         return create_app(url, runs_dir=work / "runs", scoring_workers=args.scoring_workers,
-                          components=[holder["mcp"]])
+                          components=[holder["mcp"]], operator_token=operator)
 
     async with ProcessGroup(work / "logs") as group:
         await group.start_and_wait(
@@ -163,7 +170,7 @@ async def main(args: argparse.Namespace) -> int:
         )
         async with serve(green) as url:
             await round_trips(holder["mcp"], args.calls)
-            await battles(url, loopback_url(white_port), args)
+            await battles(url, loopback_url(white_port), operator, args)
     return 0
 
 

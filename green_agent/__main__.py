@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="most attempts in flight a remote battle config may ask for")
     parser.add_argument("--max-request-bytes", type=int, default=ServiceLimits.max_request_bytes,
                         help="largest HTTP request body accepted (A2A, MCP, /run, evaluations)")
+    parser.add_argument("--open-assessments", action="store_true",
+                        help="accept A2A assessment requests without the operator token (AgentBeats scenario "
+                        "runners); reading, cancelling and the other control endpoints still need it")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
 
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Arena green agent operator token (Authorization: Bearer <token>): {token.value}", file=sys.stderr,
               flush=True)
     limits = ServiceLimits(max_attempts_per_battle=args.max_attempts, max_concurrency=args.max_concurrency,
-                           max_request_bytes=args.max_request_bytes)
+                           max_request_bytes=args.max_request_bytes, open_assessments=args.open_assessments)
 
     from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings
     from green_agent.mcp import McpComponent

@@ -83,6 +83,7 @@ class Battle:
         self._events: list[BattleEvent] = []
         self._lock = asyncio.Lock()  # keeps events in order across concurrent attempts
         self._attempt_tasks: list[asyncio.Task[AttemptResult]] = []
+        self._finished: list[AttemptResult] = []
         self._cancel_requested = False
         self.attempts_total = 0
         self.attempts_done = 0
@@ -160,6 +161,7 @@ class Battle:
                 except Exception as error:  # noqa: BLE001 - one attempt's bug must never end its battle
                     log.exception("attempt %s/%s raised", key, attempt)
                     result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
+                self._finished.append(result)  # kept even if a cancel lands while the event below is sent
                 self.attempts_done += 1
                 detail = f"\n   ↳ Error: {result.failure.detail}" if result.failure and result.failure.detail else ""
                 await self.emit(
@@ -186,8 +188,7 @@ class Battle:
                 task.cancel()
             await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
             raise
-        finished = [t.result() for t in self._attempt_tasks if not t.cancelled() and t.exception() is None]
-        attempts = sorted(finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
+        attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
         status = "cancelled" if self._cancel_requested else "completed"
         if status == "cancelled":
             await self.emit("battle_cancelled", f"🛑 Battle cancelled: {len(attempts)} of {self.attempts_total} "

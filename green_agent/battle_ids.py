@@ -64,12 +64,10 @@ def claim_run_dir(runs_dir: Path, battle_id: str) -> Path:
     path = run_dir_for(runs_dir, battle_id)
     path.mkdir(parents=True, exist_ok=True)
     if (path / "summary.json").exists():
-        raise BattleIdError(f"battle_id: a run for {battle_id!r} already exists in {runs_dir}; choose another id")
+        raise BattleIdError(f"battle_id: a run for {battle_id!r} already exists; choose another id")
     try:
         with (path / CLAIM_FILE).open("x", encoding="utf-8") as claim:
             claim.write(battle_id + "\n")
     except FileExistsError:
-        raise BattleIdError(
-            f"battle_id: a run for {battle_id!r} already exists in {runs_dir}; choose another id"
-        ) from None
+        raise BattleIdError(f"battle_id: a run for {battle_id!r} already exists; choose another id") from None
     return path

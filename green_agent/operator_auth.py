@@ -33,8 +33,11 @@ TOKEN_ENV = "ARENA_OPERATOR_TOKEN"
 COOKIE_NAME = "arena_operator"
 MIN_TOKEN_LENGTH = 16
 
-OPEN_PATHS: tuple[str, ...] = ("/health", "/.well-known/")
-"""Paths anyone may read: liveness and the agent card."""
+OPEN_PATHS: frozenset[str] = frozenset({"/health"})
+"""Exact paths anyone may read: liveness."""
+
+OPEN_PREFIXES: tuple[str, ...] = ("/.well-known/",)
+"""Path prefixes anyone may read: the agent card."""
 
 SELF_CHECKED_PATHS: tuple[str, ...] = ("/mcp-attempts/",)
 """Paths that check a credential of their own (per-attempt MCP tool endpoints)."""
@@ -126,7 +129,7 @@ class OperatorAuthMiddleware:
     def _open(self, path: str) -> bool:
         if path in self.a2a_paths:
             return True  # the A2A endpoint authorises per JSON-RPC method (see green_agent.server)
-        return path.startswith(OPEN_PATHS) or path.startswith(SELF_CHECKED_PATHS)
+        return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or path.startswith(SELF_CHECKED_PATHS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or self._open(scope.get("path", "")):

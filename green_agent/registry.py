@@ -84,6 +84,10 @@ class ServiceLimits:
     """Largest HTTP request body (A2A, MCP, /run, evaluations)."""
     max_json_depth: int = 64
     """Deepest JSON nesting accepted in a request body."""
+    open_assessments: bool = False
+    """Accept A2A assessment requests without the operator token (``--open-assessments``): for AgentBeats
+    scenario runners, which cannot send one. The requester gets only its own battle's stream; task reads, lists and
+    cancels, MCP control, /run and /evaluations still need the token."""
 
 
 @dataclass
@@ -135,12 +139,12 @@ class BattleRegistry:
         if planned is not None and planned > self.limits.max_attempts_per_battle:
             raise ConfigError(f"k: {planned} attempts (tasks x k) exceed this green agent's limit of "
                               f"{self.limits.max_attempts_per_battle} per battle")
-        run_dir = claim_run_dir(self.runs_dir, battle_id)
-        reporter = self._reporter(battle_id, backend) if backend else None
+        reporter = self._reporter(battle_id, backend) if backend else None  # nothing is sent before it is entered
         all_sinks = [*sinks, *([backend_sink(reporter)] if reporter else [])]
-        battle = Battle(battle_id, white_agent_url, config, scoring=self.scoring, runs_dir=self.runs_dir, sinks=all_sinks,
-                        tool_gateway=self.tool_gateway, sandboxes=self.sandboxes,
-                        max_attempts=self.limits.max_attempts_per_battle, run_dir=run_dir)
+        battle = Battle(battle_id, white_agent_url, config, scoring=self.scoring, runs_dir=self.runs_dir,
+                        sinks=all_sinks, tool_gateway=self.tool_gateway, sandboxes=self.sandboxes,
+                        max_attempts=self.limits.max_attempts_per_battle)
+        claim_run_dir(self.runs_dir, battle_id)  # last check: a refused start must not use up the id
         record = BattleRecord(battle_id, battle)
         self.battles[battle_id] = record
         if a2a_task_id:

@@ -111,6 +111,15 @@ class OperatorRequestHandler(DefaultRequestHandler):  # type: ignore[misc,valid-
     under test can neither read nor cancel any battle, its own included.
     """
 
+    async def on_message_send(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator_for_existing_task(params, context)
+        return await super().on_message_send(params, context)
+
+    async def on_message_send_stream(self, params: Any, context: ServerCallContext) -> Any:
+        _require_operator_for_existing_task(params, context)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
     async def on_get_task(self, params: Any, context: ServerCallContext) -> Any:
         _require_operator(context)
         return await super().on_get_task(params, context)
@@ -145,6 +154,13 @@ class OperatorRequestHandler(DefaultRequestHandler):  # type: ignore[misc,valid-
         return await super().on_delete_task_push_notification_config(params, context)
 
 
+def _require_operator_for_existing_task(params: Any, context: ServerCallContext) -> None:
+    """Only the operator may add a message to an existing task (e.g. inject text into a running assessment)."""
+    message = getattr(params, "message", None)
+    if message is not None and getattr(message, "task_id", "") and not is_operator(context):
+        raise TaskNotFoundError("task not found (continuing a task needs the green agent's operator token)")
+
+
 def _require_operator(context: ServerCallContext) -> None:
     if not is_operator(context):
         raise TaskNotFoundError("task not found (task operations need the green agent's operator token)")
@@ -165,7 +181,7 @@ class GreenAgentExecutor(AgentExecutor):
         elif kind == "battle_start" and payload is not None:
             await event_queue.enqueue_event(_reply(self._start_agentbeats_battle(payload), context))
         elif payload is not None and "participants" in payload:
-            if not is_operator(context.call_context):
+            if not (is_operator(context.call_context) or self.registry.limits.open_assessments):
                 await event_queue.enqueue_event(_reply(
                     "assessment requests need the green agent's operator token (Authorization: Bearer <token>); "
                     "AgentBeats battle_start messages do not", context))

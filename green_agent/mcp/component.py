@@ -3,6 +3,11 @@
 Plug it into the app with ``create_app(card_url, components=[McpComponent(public_url=card_url)])``. Both endpoints
 share the A2A server's process and port; the component's lifespan runs their session managers and installs the
 tool gateway on the battle registry, which is what makes ``tool_mode = "mcp"`` battles possible.
+
+Credentials: the component checks none itself for /mcp/; ``create_app`` wraps the whole application in
+:class:`~green_agent.operator_auth.OperatorAuthMiddleware`, so the control tools need the operator token (401
+otherwise). /mcp-attempts/ is left to the attempt endpoints, which check their own per-attempt bearer tokens (the
+operator token is not one of them). Mounting the component in another app means providing that guard too.
 """
 
 from __future__ import annotations

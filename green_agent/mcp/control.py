@@ -8,13 +8,19 @@ A2A or by AgentBeats (same run directory, same events, same result).
 Bad input never crashes or hangs a call: unknown battle ids, invalid configs (the message names the field), a
 white agent that does not answer its agent card and unknown arguments all come back as MCP tool errors
 (``is_error`` with the reason). CPU-bound work (tau2 task loading, bootstrap intervals) runs in threads.
+
+Who may call these tools: only the green agent's operator (the app's :class:`~green_agent.operator_auth.
+OperatorAuthMiddleware` answers 401 on /mcp/ without the operator token). Even so, what comes in is treated as
+remote input: configs go through :meth:`BattleRegistry.remote_config` (the user simulator's endpoint, key variable
+and model stay the operator's), battle ids through :func:`~green_agent.battle_ids.validate_battle_id`, ids the server
+makes are unguessable (:func:`~green_agent.battle_ids.new_battle_id`), and an error about one battle never names
+another (a leaked id is a handle on someone else's run).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any
 
@@ -25,7 +31,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, StrictBool
 
-from green_agent.config import KNOWN_DOMAINS, BattleConfig, ConfigError, parse_battle_config
+from green_agent.battle_ids import BattleIdError, new_battle_id, validate_battle_id
+from green_agent.config import KNOWN_DOMAINS, BattleConfig, ConfigError
 from green_agent.events import BattleEvent
 from green_agent.mcp.models import (
     AttemptRow,
@@ -49,10 +56,8 @@ Arena green agent: tau-bench reliability assessments (pass^k / pass@k with confi
 1. list_domains / list_tasks to pick tasks (a task is named by its 0-based index in a split).
 2. start_battle(white_agent_url, config) runs k fresh attempts per task against an A2A white agent; with wait=true it
    reports progress and returns the results, otherwise poll get_battle and read get_results when it has finished.
-3. score_attempts / compare_runs compute the metrics for your own trial lists or for finished battles."""
-
-BATTLE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-"""Battle ids name a run directory: letters, digits, '.', '_' and '-' only, at most 64 characters."""
+3. cancel_battle stops a running battle; it ends "cancelled" with a partial summary of the attempts that finished.
+4. score_attempts / compare_runs compute the metrics for your own trial lists or for finished battles."""
 
 RECENT_EVENTS_MAX = 200
 
@@ -79,11 +84,26 @@ def _task_view(index: int, task: Any) -> TaskView:
     return TaskView(index=index, task_id=str(task.id), reason_for_call=_snippet(reason), purpose=_snippet(purpose))
 
 
-def _record(registry: BattleRegistry, battle_id: str) -> BattleRecord:
-    record = registry.get(battle_id)
+def _checked_id(battle_id: object, name: str = "battle_id") -> str:
+    """``battle_id`` if it is a valid id, else a ToolError saying why (the rejected value is not echoed back)."""
+    try:
+        return validate_battle_id(battle_id)
+    except BattleIdError as error:
+        message = str(error)
+        if name != "battle_id":
+            message = f"{name}: {message.removeprefix('battle_id: ')}"
+        raise ToolError(message) from None
+
+
+def _record(registry: BattleRegistry, battle_id: str, name: str = "battle_id") -> BattleRecord:
+    """The battle named ``battle_id``, or a ToolError that names only that id.
+
+    Why no list of known ids: every battle id on this green agent would otherwise be one failed lookup away, and an
+    id is all it takes to read another run's results or cancel it.
+    """
+    record = registry.get(_checked_id(battle_id, name))
     if record is None:
-        known = ", ".join(sorted(registry.battles)[-10:]) or "none yet"
-        raise ToolError(f"battle_id: no battle {battle_id!r} on this green agent (known: {known})")
+        raise ToolError(f"{name}: no battle {battle_id!r} on this green agent")
     return record
 
 
@@ -118,6 +138,7 @@ def battle_results(record: BattleRecord) -> BattleResults:
     return BattleResults(
         battle_id=result.battle_id,
         state=record.state,
+        status=result.status,
         white_agent_url=result.white_agent_url,
         calibration=result.calibration,
         duration_s=result.duration_s,
@@ -170,8 +191,10 @@ def _trials_of(registry: BattleRegistry, value: str | Mapping[str, Sequence[bool
     """Trials given directly, or those of a finished battle named by its id (task key -> outcomes by attempt)."""
     if not isinstance(value, str):
         return value
-    record = _record(registry, value)
-    if record.result is None:
+    record = _record(registry, value, name)
+    if record.result is None or record.state != "finished":
+        # A cancelled battle's partial result is left out: the attempts that never finished are the slow ones, so
+        # comparing what is left would flatter that run.
         raise ToolError(f"{name}: battle {value} has not finished (state {record.state})")
     trials: dict[str, list[bool | None]] = {}
     for attempt in sorted(record.result.attempts, key=lambda a: (a.task_key, a.attempt)):
@@ -256,16 +279,18 @@ def build_control_server(
         """Start a battle: k fresh-context attempts per task against the A2A white agent at ``white_agent_url``.
 
         ``config``: the [pass_k_config] fields, e.g. {"mode": "manual", "domain": "retail", "task_id": [0, 1],
-        "k": 4, "calibration": false, "tool_mode": "text"}; omitted fields take their defaults. ``battle_id``:
-        optional (letters, digits, . _ -). With ``wait`` the call reports progress (attempts done / total) and
-        returns the results when the battle ends; otherwise it returns at once."""
+        "k": 4, "calibration": false, "tool_mode": "text"}; omitted fields take this green agent's defaults, and the
+        user simulator's base_url, api_key_env and model are the operator's (refused here). ``battle_id``: optional
+        (letters, digits, . _ -, at most 128 characters; by default a random id). With ``wait`` the call reports
+        progress (attempts done / total) and returns the results when the battle ends; otherwise it returns at
+        once."""
         battles = registry()
-        if battle_id is not None and not BATTLE_ID.match(battle_id):
-            raise ToolError("battle_id: use 1-64 letters, digits, '.', '_' or '-' (starting with a letter or digit)")
-        battle_id = battle_id or uuid.uuid4().hex[:12]
-        if battles.get(battle_id) is not None:
-            raise ToolError(f"battle_id: battle {battle_id} already exists ({battles.battles[battle_id].state})")
-        cfg = await _validated_config(config)
+        # A random id by default: ids are handles on a battle (results, cancel), so they must not be guessable.
+        battle_id = new_battle_id() if battle_id is None else _checked_id(battle_id)
+        existing = battles.get(battle_id)
+        if existing is not None:
+            raise ToolError(f"battle_id: battle {battle_id} already exists ({existing.state})")
+        cfg = await _validated_config(battles, config)
         if cfg.tool_mode == "mcp" and not mcp_tool_mode_available():
             raise ToolError("config.tool_mode: 'mcp' needs the green agent's MCP component to know its public URL "
                             "(McpComponent(public_url=...))")
@@ -306,19 +331,21 @@ def build_control_server(
     @server.tool()
     async def get_results(battle_id: str) -> BattleResults:
         """A finished battle's summary: macro pass^j / pass@j with 95% intervals per j, micro success rate,
-        failure breakdown, every attempt's outcome, and the markdown report."""
+        failure breakdown, every attempt's outcome, and the markdown report. For a cancelled battle (``status``
+        "cancelled") the summary covers the attempts that finished before the cancel."""
         return battle_results(_record(registry(), battle_id))
 
     @server.tool()
     async def cancel_battle(battle_id: str) -> CancelledBattle:
-        """Cancel a running battle (its attempts stop and no result is reported). A battle that already ended is
-        left as it is."""
+        """Cancel a running battle: attempts in flight stop, and the battle ends "cancelled" with a partial result
+        (get_results) covering the attempts that finished. A battle that already ended is left as it is."""
         battles = registry()
         record = _record(battles, battle_id)
         was_running = record.running
         if was_running:
+            # The registry's path, shared with A2A tasks/cancel: same partial result, same backend report.
             await battles.cancel(battle_id)
-        return CancelledBattle(battle_id=battle_id, state=record.state, was_running=was_running)
+        return _cancel_answer(record, was_running)
 
     @server.tool()
     async def score_attempts(
@@ -349,10 +376,29 @@ def build_control_server(
     return server
 
 
-async def _validated_config(config: dict[str, Any] | None) -> BattleConfig:
-    """The battle config, validated down to the task selection (ToolError naming the field otherwise)."""
+def _cancel_answer(record: BattleRecord, was_running: bool) -> CancelledBattle:
+    """What cancel_battle says: the state the battle ended in and how many attempts finished (what the partial
+    summary covers), so a caller knows at once whether get_results is worth reading."""
+    battle = record.battle
+    finished = len(record.result.attempts) if record.result is not None else battle.attempts_done
+    total = battle.attempts_total
+    if was_running and record.state == "cancelled":
+        message = f"battle {record.battle_id} ended cancelled: {finished} of {total} attempts finished"
+        if record.result is not None:
+            message += "; get_results has the partial summary"
+    elif was_running:
+        message = f"battle {record.battle_id} ended {record.state} before the cancel took effect"
+    else:
+        message = f"battle {record.battle_id} had already ended ({record.state}); nothing was cancelled"
+    return CancelledBattle(battle_id=record.battle_id, state=record.state, was_running=was_running,
+                           attempts_finished=finished, attempts_total=total, message=message)
+
+
+async def _validated_config(registry: BattleRegistry, config: dict[str, Any] | None) -> BattleConfig:
+    """The battle config as a remote one (on top of the operator's default, operator-only fields refused),
+    validated down to the task selection (ToolError naming the field otherwise)."""
     try:
-        cfg = parse_battle_config(config or {})
+        cfg = registry.remote_config(config or {})
         await asyncio.to_thread(select_tasks, cfg)
     except ConfigError as error:
         raise ToolError(f"invalid config: {error}") from None

@@ -90,6 +90,9 @@ class BattleResults(BaseModel):
 
     battle_id: str
     state: BattleState
+    status: Literal["completed", "cancelled", "error"] = "completed"
+    """The result's own status (summary.json's): "cancelled" when the summary covers only the attempts that
+    finished before a cancel."""
     white_agent_url: str
     calibration: bool
     duration_s: float
@@ -113,8 +116,13 @@ class StartedBattle(BaseModel):
 
 
 class CancelledBattle(BaseModel):
-    """What cancel_battle answers."""
+    """What cancel_battle answers: the state the battle ended in and how much of it finished."""
 
     battle_id: str
     state: BattleState
     was_running: bool
+    attempts_finished: int = 0
+    """Attempts that finished (the partial summary covers these); the rest were stopped."""
+    attempts_total: int = 0
+    """0 when the battle was cancelled before its tasks were selected."""
+    message: str = ""

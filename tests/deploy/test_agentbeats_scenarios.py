@@ -161,6 +161,8 @@ def test_assessment_configs_are_valid_battle_configs(assessment: dict[str, Any])
     white = parse_command(shlex.split(participant["cmd"]))
     if white.options["kind"] == "llm":
         assert config.user_simulator.kind == "llm"
+        # the user's key variable is the green agent's own default (remote configs may not name one)
+        assert "api_key_env" not in assessment["config"]["user_simulator"]
         assert white.options["api_key_env"] == config.user_simulator.api_key_env == "OPENAI_API_KEY"
     else:  # offline agents learn the task from calibration metadata; a scripted user needs no key
         assert config.calibration and config.user_simulator.kind == "scripted"

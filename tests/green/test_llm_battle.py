@@ -4,18 +4,24 @@ loopback: the real openai client code paths end to end, and the API keys never l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from green_agent.config import BattleConfig, UserSimulatorConfig
+from green_agent.operator_auth import OperatorToken
+from green_agent.server import create_app
 from green_agent.tau.tasks import resolve_task
+from tests.support import TEST_OPERATOR_TOKEN
 from tests.green.conftest import assess, white_agent
 from tests.green.recording_backend import Recorded, make_recording_backend
 from tests.support.fake_openai import error_reply, fake_state, make_fake_openai, text_reply, tool_call_reply
-from tests.support.servers import serve_app
+from tests.support.servers import serve_app, serve_app_factory
 from white_agent.llm import LlmAgentSettings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -46,8 +52,19 @@ def scripted_models() -> tuple[Any, dict[str, int]]:
     return script, calls
 
 
+@contextlib.asynccontextmanager
+async def green_with_user(user: UserSimulatorConfig, runs_dir: Path) -> AsyncIterator[str]:
+    """A green agent whose operator configured the LLM user (endpoint, model, key variable: operator-only fields)."""
+    token = OperatorToken(TEST_OPERATOR_TOKEN)
+    default = BattleConfig(user_simulator=user)
+    async with serve_app_factory(lambda url: create_app(url, runs_dir=runs_dir, default_config=default,
+                                                        operator_token=token, scoring_workers=1),
+                                 startup_timeout_s=60) as url:
+        yield url
+
+
 async def test_llm_user_and_llm_agent_battle_scores_and_never_leaks_keys(
-    green_url: str, runs_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    runs_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("ARENA_TEST_USER_KEY", USER_KEY)
     monkeypatch.setenv("ARENA_TEST_AGENT_KEY", AGENT_KEY)
@@ -58,12 +75,10 @@ async def test_llm_user_and_llm_agent_battle_scores_and_never_leaks_keys(
     async with serve_app(fake) as llm, serve_app(make_recording_backend(record)) as backend:
         settings = LlmAgentSettings(model="agent-model", base_url=f"{llm}/v1", api_key_env="ARENA_TEST_AGENT_KEY",
                                     retry_base_delay_s=0.01)
-        config = {
-            "domain": "retail", "task_id": 9, "k": 2, "concurrency": 2,
-            "user_simulator": {"kind": "llm", "model": "user-model", "base_url": f"{llm}/v1",
-                               "api_key_env": "ARENA_TEST_USER_KEY", "max_retries": 3},
-        }
-        async with white_agent("llm", llm=settings) as white:
+        user = UserSimulatorConfig(kind="llm", model="user-model", base_url=f"{llm}/v1",
+                                   api_key_env="ARENA_TEST_USER_KEY", max_retries=3)
+        config = {"domain": "retail", "task_id": 9, "k": 2, "concurrency": 2}
+        async with green_with_user(user, runs_dir) as green_url, white_agent("llm", llm=settings) as white:
             outcome = await assess(green_url, white, config, extra_request_fields={"backend_url": backend})
         await asyncio.wait_for(record.result_seen.wait(), timeout=30)
 
@@ -90,11 +105,12 @@ async def test_llm_user_and_llm_agent_battle_scores_and_never_leaks_keys(
     assert "ARENA_TEST_USER_KEY" in written  # the variable's name is recorded, which is fine and useful
 
 
-async def test_llm_user_without_key_is_refused_before_start(green_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_llm_user_without_key_is_refused_before_start(runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ARENA_TEST_USER_KEY", raising=False)
-    config = {"domain": "retail", "task_id": 9, "k": 2,
-              "user_simulator": {"kind": "llm", "api_key_env": "ARENA_TEST_USER_KEY"}}
-    outcome = await assess(green_url, "http://127.0.0.1:9", config)
+    config = {"domain": "retail", "task_id": 9, "k": 2, "user_simulator": {"kind": "llm"}}
+    user = UserSimulatorConfig(kind="scripted", api_key_env="ARENA_TEST_USER_KEY")
+    async with green_with_user(user, runs_dir) as green_url:
+        outcome = await assess(green_url, "http://127.0.0.1:9", config)
     assert outcome.state == "failed"
     assert "ARENA_TEST_USER_KEY" in (outcome.error or "")
     assert outcome.result is None

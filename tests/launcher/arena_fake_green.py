@@ -33,6 +33,9 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, TaskState
 from starlette.applications import Starlette
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 OUTCOMES = ("success", "failure", "infra_error", "success")
 
@@ -116,7 +119,10 @@ class FakeGreenExecutor(AgentExecutor):
         return None
 
 
-def build_app(card_url: str, runs_dir: Path, mode: str = "ok", record: Path | None = None) -> Starlette:
+def build_app(card_url: str, runs_dir: Path, mode: str = "ok", record: Path | None = None,
+              operator_token: str | None = None) -> Starlette:
+    """The fake green agent; with ``operator_token`` its A2A endpoint answers 401 to requests without the bearer
+    token (as the real one refuses assessments), so launcher tests prove the token is passed."""
     card = AgentCard(
         name="fake green",
         description="fake green agent for launcher tests",
@@ -130,8 +136,18 @@ def build_app(card_url: str, runs_dir: Path, mode: str = "ok", record: Path | No
     handler = DefaultRequestHandler(
         agent_executor=FakeGreenExecutor(runs_dir, mode, record), task_store=InMemoryTaskStore(), agent_card=card
     )
-    return Starlette(routes=[*create_agent_card_routes(card),
-                             *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)])
+    app = Starlette(routes=[*create_agent_card_routes(card),
+                            *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)])
+    if operator_token:
+
+        class RequireToken(BaseHTTPMiddleware):
+            async def dispatch(self, request: Request, call_next: Any) -> Any:
+                if request.method == "POST" and request.headers.get("authorization") != f"Bearer {operator_token}":
+                    return JSONResponse({"error": "operator token required"}, status_code=401)
+                return await call_next(request)
+
+        app.add_middleware(RequireToken)
+    return app
 
 
 def main() -> None:
@@ -141,13 +157,14 @@ def main() -> None:
     parser.add_argument("--card-url", required=True)
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"))
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--scenario", type=Path, default=None)
     args = parser.parse_args()
     pidfile = os.environ.get("FAKE_GREEN_PIDFILE")
     if pidfile:
         Path(pidfile).write_text(str(os.getpid()), encoding="utf-8")
     record = os.environ.get("FAKE_GREEN_RECORD")
     app = build_app(args.card_url, args.runs_dir, os.environ.get("FAKE_GREEN_MODE", "ok"),
-                    Path(record) if record else None)
+                    Path(record) if record else None, operator_token=os.environ.get("ARENA_OPERATOR_TOKEN"))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
 
 

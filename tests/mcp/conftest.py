@@ -1,5 +1,9 @@
 """Fixtures of the MCP tests: one green agent with the MCP component for the session (its scoring pool takes seconds
-to start), white agents per test, and helpers to talk to both MCP endpoints with the mcp package's own client."""
+to start), white agents per test, and helpers to talk to both MCP endpoints with the mcp package's own client.
+
+The green agent has the fixed test operator token (:data:`tests.support.TEST_OPERATOR_TOKEN`): :func:`control` sends
+it by default, as an operator's MCP client must (/mcp/ answers 401 without it); attempt endpoints take their own
+per-attempt tokens instead (:func:`attempt_client`)."""
 
 from __future__ import annotations
 
@@ -15,20 +19,24 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from green_agent.mcp import McpComponent
+from green_agent.operator_auth import OperatorToken, bearer_header
 from green_agent.server import create_app
+from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent
 
 
 @dataclass(frozen=True)
 class GreenServer:
-    """The running green agent: its base URL, its MCP component and where it writes runs."""
+    """The running green agent: its base URL, its MCP component, where it writes runs and its operator token."""
 
     url: str
     component: McpComponent
     runs_dir: Path
+    operator_token: str = TEST_OPERATOR_TOKEN
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -38,16 +46,28 @@ async def green(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Green
 
     def factory(url: str) -> Any:
         holder["component"] = McpComponent(public_url=url, probe_timeout_s=2.0)
-        return create_app(url, runs_dir=runs_dir, components=[holder["component"]])
+        return create_app(url, runs_dir=runs_dir, components=[holder["component"]],
+                          operator_token=OperatorToken(TEST_OPERATOR_TOKEN))
 
     async with serve_app_factory(factory, startup_timeout_s=60) as url:
         yield GreenServer(url, holder["component"], runs_dir)
 
 
+_OPERATOR = object()
+"""Default of :func:`control`'s ``token``: the green agent's operator token."""
+
+
 @contextlib.asynccontextmanager
-async def control(green: GreenServer, **options: Any) -> AsyncIterator[Client]:
-    """An MCP client session on the green agent's control endpoint."""
-    async with Client(f"{green.url}/mcp/", **options) as client:
+async def control(green: GreenServer, *, token: str | None | object = _OPERATOR,
+                  **options: Any) -> AsyncIterator[Client]:
+    """An MCP client session on the green agent's control endpoint, sending ``Authorization: Bearer <token>``:
+    the operator token unless ``token`` says otherwise (None: no Authorization header at all)."""
+    value = green.operator_token if token is _OPERATOR else token
+    headers = bearer_header(value) if isinstance(value, str) else None
+    async with (
+        create_mcp_http_client(headers=headers) as http,  # the SDK's own timeouts (long reads for wait=true)
+        Client(streamable_http_client(f"{green.url}/mcp/", http_client=http), **options) as client,
+    ):
         yield client
 
 

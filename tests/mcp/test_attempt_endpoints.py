@@ -25,9 +25,14 @@ async def _env(index: int = 0) -> AttemptEnvironment:
     return await AttemptEnvironment.create(resolve_task("retail", "test", index))
 
 
+USER_ID = "mei_kovacs_8020"
+"""A real user of the retail database (retail/test/0's customer), to make calls that succeed."""
+
+
 def _user_id(env: AttemptEnvironment) -> str:
-    """A real user id of the retail database (the first one), to make calls that succeed."""
-    return next(iter(env._env.tools.db.users))
+    """A user id that exists in ``env``'s retail database (the environment itself lives in its tool sandbox)."""
+    assert env.ref.domain == "retail"
+    return USER_ID
 
 
 def _mcp_error(error: BaseException) -> MCPError | None:
@@ -155,7 +160,9 @@ async def test_host_header_protection_stays_on(green: GreenServer) -> None:
             "params": {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": client_info}}
     async with _gateway(green).open(env, "direct/host/1") as endpoint, httpx.AsyncClient() as http:
         attempt = await http.post(endpoint.url, headers={**_headers(endpoint.token), "Host": "evil.example"}, json=body)
-        control = await http.post(f"{green.url}/mcp/", headers={**_headers("x"), "Host": "evil.example:80"}, json=body)
-        allowed = await http.post(f"{green.url}/mcp/", headers={**_headers("x"), "Host": "localhost:1234"}, json=body)
+        # The control endpoint with the operator token: the Host check still applies behind the token check.
+        operator = _headers(green.operator_token)
+        control = await http.post(f"{green.url}/mcp/", headers={**operator, "Host": "evil.example:80"}, json=body)
+        allowed = await http.post(f"{green.url}/mcp/", headers={**operator, "Host": "localhost:1234"}, json=body)
     assert attempt.status_code == 421 and control.status_code == 421
     assert allowed.status_code == 200

@@ -14,6 +14,7 @@ import pytest
 from mcp import Client
 from starlette.applications import Starlette
 
+from green_agent.config import BattleConfig, parse_remote_battle_config
 from green_agent.mcp import McpComponent, transport_security
 from green_agent.mcp.security import host_of
 from tests.support.servers import serve_app
@@ -71,7 +72,8 @@ async def test_attempt_routes_exist_only_with_a_public_url() -> None:
 
 
 async def test_without_a_public_url_mcp_mode_battles_are_refused() -> None:
-    registry = SimpleNamespace(tool_gateway=None, battles={}, get=lambda _battle_id: None)
+    registry = SimpleNamespace(tool_gateway=None, battles={}, get=lambda _battle_id: None,
+                               remote_config=lambda data: parse_remote_battle_config(data, BattleConfig()))
     async with _serving(McpComponent(), lambda: registry) as url, Client(f"{url}/mcp/") as client:
         result = await client.call_tool("start_battle", {"white_agent_url": "http://127.0.0.1:9",
                                                          "config": {"tool_mode": "mcp"}})

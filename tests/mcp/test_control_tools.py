@@ -4,6 +4,7 @@ input answered with tool errors (never a crash or a hang)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -56,7 +57,10 @@ async def test_a_battle_from_start_to_results(green: GreenServer) -> None:
     assert [row["j"] for row in results["macro"]] == [1, 2] and results["macro"][1]["pass_hat_mean"] == 1.0
     assert results["micro"]["successes"] == 4 and len(results["attempts"]) == 4
     assert "CALIBRATION" in results["markdown"]
-    assert cancelled == {"battle_id": battle_id, "state": "finished", "was_running": False}
+    assert cancelled == {"battle_id": battle_id, "state": "finished", "was_running": False, "attempts_finished": 4,
+                         "attempts_total": 4,
+                         "message": f"battle {battle_id} had already ended (finished); nothing was cancelled"}
+    assert results["status"] == "completed"
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-era per-request calls and handshake-era sessions
@@ -84,10 +88,18 @@ async def test_cancel_a_running_battle(green: GreenServer) -> None:
                                                                        "config": config}))["battle_id"]
         cancelled = structured(await client.call_tool("cancel_battle", {"battle_id": battle_id}))
         status = structured(await client.call_tool("get_battle", {"battle_id": battle_id}))
-        no_results = await client.call_tool("get_results", {"battle_id": battle_id})
-    assert cancelled == {"battle_id": battle_id, "state": "cancelled", "was_running": True}
-    assert status["state"] == "cancelled"
-    assert "cancelled" in error_text(no_results)
+        partial = structured(await client.call_tool("get_results", {"battle_id": battle_id}))
+        again = structured(await client.call_tool("cancel_battle", {"battle_id": battle_id}))
+    assert cancelled == {"battle_id": battle_id, "state": "cancelled", "was_running": True, "attempts_finished": 0,
+                         "attempts_total": 4, "message": f"battle {battle_id} ended cancelled: 0 of 4 attempts "
+                                                         "finished; get_results has the partial summary"}
+    assert status["state"] == "cancelled" and status["recent_events"][-1]["type"] == "battle_finished"
+    assert "battle_cancelled" in {e["type"] for e in status["recent_events"]}
+    # The battle's result (the same one summary.json holds) says "cancelled" and covers no attempt.
+    assert partial["state"] == partial["status"] == "cancelled" and partial["attempts"] == []
+    summary = json.loads((green.runs_dir / battle_id / "summary.json").read_text())
+    assert summary["status"] == "cancelled" and summary["attempts"] == []
+    assert again["state"] == "cancelled" and again["was_running"] is False
 
 
 async def test_score_attempts_and_compare_runs_match_the_metrics_library(green: GreenServer) -> None:
@@ -144,7 +156,7 @@ async def test_a_battle_id_cannot_be_reused(green: GreenServer) -> None:
 
 
 async def test_a_white_agent_that_is_not_an_a2a_agent_is_refused(green: GreenServer) -> None:
-    # The green agent itself answers HTTP but its /mcp/ path is no agent card: use a path that 404s.
-    async with control(green) as client:
-        result = await client.call_tool("start_battle", {"white_agent_url": f"{green.url}/no-agent-here"})
+    # A server that answers HTTP but has no agent card under this path (a white agent's unknown path: 404).
+    async with white_agent("replay") as white, control(green) as client:
+        result = await client.call_tool("start_battle", {"white_agent_url": f"{white}/no-agent-here"})
     assert "HTTP 404" in error_text(result)

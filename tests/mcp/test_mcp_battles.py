@@ -53,7 +53,8 @@ async def test_an_a2a_assessment_request_can_use_mcp_mode(green: GreenServer) ->
 
     config = {"domain": "airline", "task_id": 0, "k": 2, "calibration": True, "tool_mode": "mcp"}
     async with white_agent("replay") as white:
-        outcome = await run_assessment(green.url, white, config, idle_timeout_s=120)
+        outcome = await run_assessment(green.url, white, config, idle_timeout_s=120,
+                                       operator_token=green.operator_token)
     assert outcome.state == "completed", outcome.error
     assert [a["reward"] for a in outcome.result["attempts"]] == [1.0, 1.0]
     assert outcome.result["config"]["tool_mode"] == "mcp"

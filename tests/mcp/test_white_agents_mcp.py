@@ -33,6 +33,9 @@ from white_agent.replay import ReplayAgent, final_statement
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
+RETAIL_USERS = ("noah_brown_6181", "ivan_santos_6635")
+"""The first two users of tau2's retail database."""
+
 
 def _first(env: AttemptEnvironment, endpoint: ToolEndpoint, *, arena: dict[str, Any] | None = None,
            user_text: str = "Hi, I need help.") -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -93,7 +96,7 @@ def _llm(base_url: str, **overrides: Any) -> LlmAgent:
 
 async def test_llm_runs_parallel_tool_calls_over_mcp_then_responds(green: GreenServer) -> None:
     env = await AttemptEnvironment.create(resolve_task("retail", "test", 0))
-    user_ids = list(env._env.tools.db.users)[:2]
+    user_ids = RETAIL_USERS  # the environment lives in its tool sandbox: ids of the retail database
     fake = make_fake_openai([
         tool_calls_reply([ToolCallSpec("get_user_details", {"user_id": user_ids[0]}, "call_A"),
                           ToolCallSpec("get_user_details", {"user_id": user_ids[1]}, "call_B")]),

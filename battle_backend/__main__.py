@@ -59,7 +59,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--require-token",
         action="store_true",
-        help="refuse battle events without the per-battle token (off: AgentBeats agents send none)",
+        help="refuse battle events without the per-battle token, which only the green agent receives (off: "
+        "AgentBeats agents send none; a wrong token is refused either way)",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=1024 * 1024,
+        help="byte cap of request bodies other than battle events (registration, battle creation, forms; "
+        "default 1 MiB)",
+    )
+    parser.add_argument(
+        "--max-event-bytes", type=int, default=256 * 1024, help="byte cap of one progress event (default 256 KiB)"
+    )
+    parser.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        help="byte cap of one result event, which carries the whole battle (default 8 MiB)",
+    )
+    parser.add_argument(
+        "--max-json-depth", type=int, default=64, help="deepest JSON nesting accepted in a body (default 64)"
     )
     parser.add_argument(
         "--mcp-allowed-host",
@@ -85,6 +105,10 @@ def settings_from_args(args: argparse.Namespace) -> BackendSettings:
         start_delay_s=args.start_delay,
         green_ack_timeout_s=args.green_ack_timeout,
         require_token=args.require_token,
+        max_request_bytes=args.max_request_bytes,
+        max_event_bytes=args.max_event_bytes,
+        max_result_bytes=args.max_result_bytes,
+        max_json_depth=args.max_json_depth,
         mcp_allowed_hosts=tuple(args.mcp_allowed_host),
     )
 

@@ -1,15 +1,23 @@
 """Pydantic models of every request body, and the error bodies (FastAPI's shapes, which AgentBeats clients know).
 
 Bodies keep unknown keys (AgentBeats stores the registration and the events exactly as posted), but every key the
-backend relies on is typed, so a wrong or missing one is a 422 that names it.
+backend relies on is typed and bounded, so a wrong, missing or oversized one is a 422 that names it. Reading and
+parsing the raw body (byte caps, nesting, numbers, surrogates) is `body_limits`' job; these models see only JSON
+that passed it.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MAX_NAME_CHARS = 256
+"""Names, aliases, ids and roles: far more than any real one, small enough to show in a page or an error."""
+MAX_URL_CHARS = 2048
+"""URLs the backend will call (agent, launcher)."""
+MAX_PARTICIPANTS = 64
+"""Participant requirements of a green agent, opponents of a battle."""
 
 
 class ApiError(Exception):
@@ -35,7 +43,7 @@ class ParticipantRequirement(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     role: Literal["red_agent", "blue_agent"]
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     required: bool
 
 
@@ -44,14 +52,14 @@ class AgentRegistration(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    alias: str
-    agent_url: str
-    launcher_url: str
+    alias: str = Field(max_length=MAX_NAME_CHARS)
+    agent_url: str = Field(max_length=MAX_URL_CHARS)
+    launcher_url: str = Field(max_length=MAX_URL_CHARS)
     """May be empty: the agent has no launcher, gets no reset and counts as ready (handy when `arena run` starts
     the agents itself)."""
     is_green: bool = Field(strict=True)
-    participant_requirements: list[ParticipantRequirement] | None = None
-    battle_timeout: float | None = Field(default=None, gt=0)
+    participant_requirements: list[ParticipantRequirement] | None = Field(default=None, max_length=MAX_PARTICIPANTS)
+    battle_timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @field_validator("agent_url")
     @classmethod
@@ -81,7 +89,7 @@ class AgentUpdate(BaseModel):
 class LauncherCheck(BaseModel):
     """``POST /agents/check_launcher``."""
 
-    launcher_url: str = Field(min_length=1)
+    launcher_url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
 
     @field_validator("launcher_url")
     @classmethod
@@ -94,9 +102,9 @@ class Opponent(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    name: str = Field(min_length=1)
-    agent_id: str = Field(min_length=1)
-    role: str | None = None
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    agent_id: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    role: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
 
 
 class BattleCreate(BaseModel):
@@ -104,8 +112,8 @@ class BattleCreate(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    green_agent_id: str = Field(min_length=1)
-    opponents: list[Opponent]
+    green_agent_id: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    opponents: list[Opponent] = Field(max_length=MAX_PARTICIPANTS)
     config: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -116,23 +124,11 @@ class BattleEvent(BaseModel):
 
     is_result: bool
     message: str | None = None
-    reported_by: str | None = None
-    timestamp: str | None = None
+    reported_by: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    timestamp: str | None = Field(default=None, max_length=64)
     detail: Any = None
     markdown_content: str | None = None
-    winner: str | None = None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def parse_json_body(raw: bytes) -> Any:
-    """Strict JSON (no NaN/Infinity, which could not be sent back out); ApiError 422 naming the body otherwise."""
-    try:
-        return json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(422, [{"type": "json_invalid", "loc": ["body"], "msg": f"Invalid JSON: {exc}"}]) from exc
+    winner: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
 
 
 def validation_error(exc: ValidationError) -> ApiError:
@@ -144,13 +140,8 @@ def validation_error(exc: ValidationError) -> ApiError:
     return ApiError(422, errors)
 
 
-def validate_body(model: type[BaseModel], raw: bytes) -> Any:
-    """Parse and validate a request body, raising ApiError(422) that names the offending field."""
-    return validate_data(model, parse_json_body(raw))
-
-
 def validate_data(model: type[BaseModel], data: Any) -> Any:
-    """Validate already-parsed JSON (ApiError 422 naming the field)."""
+    """Validate parsed JSON (see `body_limits.read_json`): ApiError 422 naming the field."""
     if not isinstance(data, dict):
         raise ApiError(422, [{"type": "model_type", "loc": ["body"], "msg": "The body must be a JSON object"}])
     try:

@@ -2,7 +2,8 @@
 
 The lifespan opens the store (schema created or migrated), starts the scheduler (which recovers battles a previous
 process left running), runs the MCP session manager of the AgentBeats platform tools (``/mcp/``, ``/sse``) and tears
-all of it down on shutdown; nothing lives at module level.
+all of it down on shutdown; nothing lives at module level. Middleware, outermost first: security headers on every
+response, then the body-size ceiling (`body_limits.BodyLimitMiddleware`) in front of every route and mounted app.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from battle_backend.api_models import ApiError
+from battle_backend.body_limits import BodyCap, BodyLimitMiddleware
 from battle_backend.context import BackendContext
 from battle_backend.live import LiveHub
-from battle_backend.mcp_platform import PlatformMcp
+from battle_backend.mcp_platform import MCP_PATH, MESSAGES_PATH, PlatformMcp
 from battle_backend.rendering import Renderer
 from battle_backend.routes_api import api_routes
 from battle_backend.routes_live import live_routes
@@ -45,6 +48,21 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code in (204, 304):
         return Response(status_code=exc.status_code, headers=exc.headers)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+def body_cap(settings: BackendSettings) -> BodyCap:
+    """The byte cap of each request: ``max_result_bytes`` for ``POST /battles/{id}`` (a result carries the whole
+    battle) and the MCP transports (report_on_battle_end carries the same), ``max_request_bytes`` for the rest."""
+    large = (settings.max_result_bytes, "max_result_bytes")
+    small = (settings.max_request_bytes, "max_request_bytes")
+
+    def cap(scope: Scope) -> tuple[int, str]:
+        path = str(scope.get("path", ""))
+        if path.startswith((MCP_PATH, MESSAGES_PATH)) or (path.startswith("/battles/") and path.count("/") == 2):
+            return large
+        return small
+
+    return cap
 
 
 def create_app(settings: BackendSettings | None = None) -> Starlette:
@@ -84,7 +102,10 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
 
     return Starlette(
         routes=[*api_routes(), *live_routes(), *web_routes(), *platform_mcp.routes()],
-        middleware=[Middleware(SecurityHeadersMiddleware)],
+        middleware=[
+            Middleware(SecurityHeadersMiddleware),
+            Middleware(BodyLimitMiddleware, cap=body_cap(settings)),
+        ],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error},
         lifespan=lifespan,
     )

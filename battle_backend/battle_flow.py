@@ -6,7 +6,11 @@ Differences from AgentBeats, on purpose:
   accepted until the battle timeout (AgentBeats errors the battle after 5 s of silence);
 - a battle_info that is not answered in time is logged and the battle goes on (an unreachable agent or an error
   answer still fails the battle, as in AgentBeats);
-- launchers are reset concurrently, and a ready report wakes the waiter at once (the poll remains as a fallback).
+- launchers are reset concurrently, and a ready report wakes the waiter at once (the poll remains as a fallback);
+- the battle token goes to the green agent only (its battle_info and battle_start). AgentBeats put it in every
+  agent's battle_info, so an opponent could post a forged result with it and the green agent's real result was then
+  refused; opponents receive nothing that lets them write to the battle. Text an agent sends back (its
+  acknowledgement, error messages) is logged with the token blanked out, since interact_history is public.
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ from battle_backend.settings import BackendSettings
 logger = logging.getLogger(__name__)
 
 FAILED_TASK_STATES = frozenset({"failed", "rejected", "canceled", "cancelled"})
+REDACTED = "[battle_token]"
+
+
+def redact_token(text: str, token: str | None) -> str:
+    """``text`` with the battle token blanked out: an agent may echo its battle_info/battle_start back, and what the
+    backend logs from it ends up in the public interact_history."""
+    return text.replace(token, REDACTED) if token else text
 
 
 @dataclass(frozen=True)
@@ -205,7 +216,7 @@ class BattleFlow:
                 "agent_id": seat.agent.agent_id,
                 "backend_url": backend_url,
             }
-            if battle.battle_token:
+            if battle.battle_token and seat.is_green:
                 info["battle_token"] = battle.battle_token
             await send_text(self._http, seat.endpoint, json.dumps(info), timeout=self._settings.a2a_timeout_s)
 
@@ -217,12 +228,12 @@ class BattleFlow:
                     f"{seat.label} has not answered battle_info within {self._settings.a2a_timeout_s:g} s; going on",
                 )
             elif isinstance(outcome, A2ADeliveryError):
-                await self._service.fail(battle.battle_id, f"{seat.label} did not accept battle_info: {outcome}")
+                reason = redact_token(str(outcome), battle.battle_token)
+                await self._service.fail(battle.battle_id, f"{seat.label} did not accept battle_info: {reason}")
                 return False
             elif isinstance(outcome, BaseException):
-                await self._service.fail(
-                    battle.battle_id, f"{seat.label} did not accept battle_info: {type(outcome).__name__}: {outcome}"
-                )
+                reason = redact_token(f"{type(outcome).__name__}: {outcome}", battle.battle_token)
+                await self._service.fail(battle.battle_id, f"{seat.label} did not accept battle_info: {reason}")
                 return False
         await self._service.log(battle.battle_id, "battle_info sent to every agent")
         return True
@@ -281,18 +292,24 @@ class BattleFlow:
                         first.set()
                         if state in FAILED_TASK_STATES:
                             await self._service.fail(
-                                battle_id, f"{green.label} refused battle_start (task {state}): {reply.text[:500]}"
+                                battle_id,
+                                f"{green.label} refused battle_start (task {state}): "
+                                f"{redact_token(reply.text, battle.battle_token)[:500]}",
                             )
                             return
                         await self._service.log(
                             battle_id,
                             "Green agent acknowledged battle_start",
-                            {"kind": reply.kind, "text": reply.text[:2000]},
+                            {"kind": reply.kind, "text": redact_token(reply.text, battle.battle_token)[:2000]},
                         )
             except A2ADeliveryError as exc:
                 if not first.is_set():
                     first.set()
-                    await self._service.fail(battle_id, f"Failed to notify {green.label} at {green.endpoint}: {exc}")
+                    await self._service.fail(
+                        battle_id,
+                        f"Failed to notify {green.label} at {green.endpoint}: "
+                        f"{redact_token(str(exc), battle.battle_token)}",
+                    )
                 else:
                     logger.info("battle %s: green agent stream ended with %s", battle_id, exc)
 

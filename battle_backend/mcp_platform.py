@@ -14,6 +14,10 @@ Transports: streamable HTTP at ``/mcp/`` and, because AgentBeats agents connect 
 platform's own paths. DNS-rebinding protection is on for both: loopback names on any port, the configured
 ``mcp_allowed_hosts`` and the host of ``public_url``.
 
+Bounds: the reports go through ``BattleService.post_event``, so an event is held to the same caps as over HTTP
+(``max_event_bytes`` / ``max_result_bytes``, nesting, finite numbers, no lone surrogates: a tool error naming the
+argument); the MCP request bodies themselves are capped by the app's body-limit middleware.
+
 Battle token (``--require-token``): the platform's tools have no token argument, so agents written for it can only
 report to a backend that does not require one. Ours accept an optional extra argument ``battle_token`` (what an LLM
 can pass: the token arrives in battle_info/battle_start) and, failing that, the token from the MCP HTTP request's
@@ -44,7 +48,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from battle_backend.a2a_messages import A2ADeliveryError, A2AReply, send_text, stream_text
 from battle_backend.agent_cards import AgentCardError, a2a_endpoint, fetch_agent_card
-from battle_backend.api_models import ApiError, BattleEvent
+from battle_backend.api_models import ApiError, BattleEvent, validate_data
+from battle_backend.body_limits import JsonLimits
 from battle_backend.context import BackendContext
 from battle_backend.security import presented_token
 from battle_backend.settings import BackendSettings
@@ -159,6 +164,13 @@ def _tool_error(battle_id: str, error: ApiError) -> ToolError:
             "battle_start): pass it as the battle_token argument, or send 'Authorization: Bearer <token>' or "
             "'X-Battle-Token: <token>' on the MCP connection (HTTP API: 401)"
         )
+    if isinstance(error.detail, list):
+        problems = []
+        for item in error.detail:
+            if isinstance(item, dict):
+                where = ".".join(str(part) for part in item.get("loc", [])[1:]) or "arguments"
+                problems.append(f"{where}: {item.get('msg')}")
+        return ToolError(f"{'; '.join(problems)} (HTTP API: {error.status_code})")
     return ToolError(f"{error.detail} (HTTP API: {error.status_code})")
 
 
@@ -258,8 +270,8 @@ def build_platform_server(backend: BackendGetter) -> MCPServer:
     async def post(battle_id: str, payload: dict[str, Any], token: str | None) -> tuple[int, str]:
         """Write one event through the HTTP API's own path; (seq, timestamp) or a ToolError."""
         ctx = backend()
-        event = BattleEvent.model_validate(payload)
         try:
+            event = validate_data(BattleEvent, payload)
             record = await ctx.service.post_event(battle_id, event, payload, token)
         except ApiError as error:
             raise _tool_error(battle_id, error) from None
@@ -349,7 +361,13 @@ def build_platform_server(backend: BackendGetter) -> MCPServer:
         if not target_url.startswith(("http://", "https://")):
             raise ToolError(f"target_url: expected the http(s) URL of an A2A agent, got {target_url!r}")
         try:
-            card = await fetch_agent_card(ctx.http, target_url, timeout=settings.http_timeout_s)
+            card = await fetch_agent_card(
+                ctx.http,
+                target_url,
+                timeout=settings.http_timeout_s,
+                max_bytes=settings.max_request_bytes,
+                limits=JsonLimits.from_settings(settings),
+            )
         except AgentCardError as error:
             raise ToolError(f"target_url: {target_url} does not answer as an A2A agent: {error}") from None
         endpoint = a2a_endpoint(card, target_url)

@@ -1,9 +1,15 @@
-"""The AgentBeats HTTP API: same paths, bodies and status codes (FastAPI-style error bodies)."""
+"""The AgentBeats HTTP API: same paths, bodies and status codes (FastAPI-style error bodies).
+
+Every body is read through `body_limits` (a byte cap enforced while reading, bounded JSON) before a pydantic model
+sees it: ``max_request_bytes`` for everything but battle events, ``max_result_bytes`` for ``POST /battles/{id}``
+(whose event is then held to ``max_event_bytes`` or ``max_result_bytes`` by the service, once its kind is known).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -15,10 +21,9 @@ from battle_backend.api_models import (
     BattleCreate,
     BattleEvent,
     LauncherCheck,
-    parse_json_body,
-    validate_body,
     validate_data,
 )
+from battle_backend.body_limits import read_json
 from battle_backend.context import BackendContext
 from battle_backend.security import presented_token
 
@@ -26,6 +31,13 @@ from battle_backend.security import presented_token
 def backend(request: Request) -> BackendContext:
     """The app's context (set by the lifespan)."""
     return request.app.state.backend  # type: ignore[no-any-return]
+
+
+async def _body(request: Request, model: type[BaseModel]) -> Any:
+    """A bounded JSON body (``max_request_bytes``) validated by ``model``: 413, 400 or 422 naming the field."""
+    settings = backend(request).settings
+    data = await read_json(request, settings, limit=settings.max_request_bytes, setting="max_request_bytes")
+    return validate_data(model, data)
 
 
 def _flag(request: Request, name: str, default: bool) -> bool:
@@ -58,7 +70,7 @@ async def agents_collection(request: Request) -> Response:
     ctx = backend(request)
     if request.method in ("GET", "HEAD"):
         return JSONResponse([agent.to_api() for agent in await ctx.service.list_agents()])
-    body: AgentRegistration = validate_body(AgentRegistration, await request.body())
+    body: AgentRegistration = await _body(request, AgentRegistration)
     agent = await ctx.service.register_agent(body)
     return JSONResponse(agent.to_api(), status_code=201)
 
@@ -70,7 +82,7 @@ async def agent_item(request: Request) -> Response:
     if request.method in ("GET", "HEAD"):
         return JSONResponse((await ctx.service.get_agent(agent_id)).to_api())
     if request.method == "PUT":
-        update: AgentUpdate = validate_body(AgentUpdate, await request.body())
+        update: AgentUpdate = await _body(request, AgentUpdate)
         await ctx.service.set_ready(agent_id, update.ready)
         return Response(status_code=204)
     await ctx.service.delete_agent(agent_id)
@@ -79,7 +91,7 @@ async def agent_item(request: Request) -> Response:
 
 async def check_launcher(request: Request) -> JSONResponse:
     """AgentBeats' launcher liveness check (always 200; ``online`` says the answer)."""
-    body: LauncherCheck = validate_body(LauncherCheck, await request.body())
+    body: LauncherCheck = await _body(request, LauncherCheck)
     return JSONResponse(await backend(request).service.check_launcher(body.launcher_url))
 
 
@@ -94,7 +106,7 @@ async def battles_collection(request: Request) -> Response:
         return JSONResponse(
             [b.to_api(queue_position=positions.get(b.battle_id), include_history=include) for b in battles]
         )
-    body: BattleCreate = validate_body(BattleCreate, await request.body())
+    body: BattleCreate = await _body(request, BattleCreate)
     battle = await ctx.service.create_battle(body, str(request.base_url))
     positions = await ctx.service.queue_positions()
     return JSONResponse(battle.to_api(queue_position=positions.get(battle.battle_id)), status_code=201)
@@ -108,9 +120,14 @@ async def battle_item(request: Request) -> Response:
         battle = await ctx.service.get_battle(battle_id)
         positions = await ctx.service.queue_positions()
         return JSONResponse(battle.to_api(queue_position=positions.get(battle_id)))
-    posted: dict[str, Any] = parse_json_body(await request.body())
+    settings = ctx.settings
+    token = presented_token(request.headers)
+    await ctx.service.precheck_token(battle_id, token)
+    posted: dict[str, Any] = await read_json(
+        request, settings, limit=settings.max_result_bytes, setting="max_result_bytes"
+    )
     event: BattleEvent = validate_data(BattleEvent, posted)
-    await ctx.service.post_event(battle_id, event, posted, presented_token(request.headers))
+    await ctx.service.post_event(battle_id, event, posted, token)
     return Response(status_code=204)
 
 

@@ -1,24 +1,47 @@
 """The web page: battle list, agent registration and battle creation forms, the live battle page.
 
 Forms post as plain HTML forms (no script needed) and go through the same service as the JSON API, so the same
-validation and the same errors apply; an error re-renders the list with the message.
+validation and the same errors apply; an error re-renders the list with the message. Form bodies are read with the
+``max_request_bytes`` cap (and the parser's field limits), and the battle form's ``config`` JSON is parsed with the
+same bounds as a JSON body (`body_limits`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Message
 
 from battle_backend.api_models import AgentRegistration, ApiError, BattleCreate, validation_error
+from battle_backend.body_limits import JsonLimits, parse_json, read_body
 from battle_backend.context import BackendContext
 from battle_backend.rendering import STATIC_DIR
 from battle_backend.routes_live import participant_agents
+
+MAX_FORM_FIELDS = 64
+"""Both forms have about a dozen fields."""
+
+
+async def _form(request: Request) -> FormData:
+    """The form, read with the ``max_request_bytes`` cap (413 beyond), then parsed from memory."""
+    ctx: BackendContext = request.app.state.backend
+    raw = await read_body(request, limit=ctx.settings.max_request_bytes, setting="max_request_bytes")
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return {"type": "http.disconnect"}
+        replayed = True
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    return await Request(request.scope, replay).form(max_files=0, max_fields=MAX_FORM_FIELDS)
 
 
 def _error_text(error: ApiError) -> str:
@@ -107,8 +130,8 @@ def _requirements(text: str) -> list[dict[str, Any]]:
 async def register_form(request: Request) -> Response:
     """POST /ui/agents: register from the form, then back to the list."""
     ctx: BackendContext = request.app.state.backend
-    form = await request.form()
     try:
+        form = await _form(request)
         is_green = form.get("is_green") == "true"
         data: dict[str, Any] = {
             "alias": str(form.get("alias") or ""),
@@ -135,8 +158,8 @@ async def register_form(request: Request) -> Response:
 async def battle_form(request: Request) -> Response:
     """POST /ui/battles: create from the form, then open the battle page."""
     ctx: BackendContext = request.app.state.backend
-    form = await request.form()
     try:
+        form = await _form(request)
         opponents = []
         for i in range(3):
             name = str(form.get(f"opponent_name_{i}") or "").strip()
@@ -144,10 +167,15 @@ async def battle_form(request: Request) -> Response:
             if name or agent_id:
                 opponents.append({"name": name, "agent_id": agent_id})
         config_text = str(form.get("config") or "").strip()
-        try:
-            config = json.loads(config_text) if config_text else {}
-        except ValueError as exc:
-            raise ApiError(422, f"config: not valid JSON ({exc})") from exc
+        config = (
+            parse_json(
+                config_text.encode("utf-8", "surrogatepass"),
+                JsonLimits.from_settings(ctx.settings),
+                loc=("body", "config"),
+            )
+            if config_text
+            else {}
+        )
         try:
             body = BattleCreate.model_validate(
                 {"green_agent_id": str(form.get("green_agent_id") or ""), "opponents": opponents, "config": config}

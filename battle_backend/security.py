@@ -1,4 +1,4 @@
-"""Security headers for every response, and reading the battle token from a request.
+"""Security headers for every response, and reading and checking the battle token.
 
 The Content-Security-Policy allows scripts only from this origin's files (no inline script, no eval), so even
 markup that slipped past the sanitiser could not run; styles, images and connections are same-origin too, which
@@ -6,6 +6,8 @@ also keeps the page fully offline.
 """
 
 from __future__ import annotations
+
+import hmac
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -65,3 +67,15 @@ def presented_token(headers: Headers) -> str | None:
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
     return None
+
+
+def tokens_match(expected: str | None, presented: str | None) -> bool:
+    """Constant-time comparison of a presented battle token with the battle's (False when either is missing).
+
+    Compared as UTF-8 bytes: ``hmac.compare_digest`` refuses str with non-ASCII characters (a TypeError, i.e. a
+    500, for a header such as ``X-Battle-Token: é``), and a token from an MCP argument may even hold lone
+    surrogates, hence ``surrogatepass``.
+    """
+    if not expected or not presented:
+        return False
+    return hmac.compare_digest(expected.encode("utf-8", "surrogatepass"), presented.encode("utf-8", "surrogatepass"))

@@ -1,18 +1,24 @@
-"""The backend's operations, shared by the JSON API, the web forms, the battle flow and the scheduler.
+"""The backend's operations, shared by the JSON API, the web forms, the MCP tools, the battle flow and the scheduler.
 
 Each operation validates, writes through the store, then publishes the change, so every live view hears about
-every write no matter which entry point made it.
+every write no matter which entry point made it. Events are bounded here (not only in the HTTP route) because the
+MCP tools reach the store through this same path: whatever the entry point, an event is checked for its size
+(``max_event_bytes`` / ``max_result_bytes``) and its JSON values (`body_limits`), and is written only with the
+battle's token when one is presented or required.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
+import anyio.to_thread
 import httpx
 
 from battle_backend.agent_cards import AgentCardError, fetch_agent_card
 from battle_backend.api_models import AgentRegistration, ApiError, BattleCreate, BattleEvent
+from battle_backend.body_limits import BodyTooLarge, JsonLimits, check_json_value, scrub_text, scrub_value
 from battle_backend.launcher_client import check_launcher
 from battle_backend.live import BattleChange, LiveHub
 from battle_backend.records import (
@@ -24,6 +30,7 @@ from battle_backend.records import (
     system_event,
     utc_now_iso,
 )
+from battle_backend.security import tokens_match
 from battle_backend.settings import BackendSettings
 from battle_backend.store import (
     AgentDeleteOutcome,
@@ -35,6 +42,16 @@ from battle_backend.store import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+def token_error() -> ApiError:
+    """401 for a missing or wrong battle token (the same answer for both: it tells a guesser nothing)."""
+    return ApiError(
+        401,
+        "This battle's events need its battle token, which only the green agent receives: send the battle_token "
+        "from battle_info/battle_start as 'X-Battle-Token: <token>' or 'Authorization: Bearer <token>'",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
 
 
 class BattleService:
@@ -50,7 +67,13 @@ class BattleService:
     async def register_agent(self, body: AgentRegistration) -> AgentRecord:
         """Fetch the card (400 when it cannot be had, as AgentBeats), then store the agent."""
         try:
-            card = await fetch_agent_card(self.http, body.agent_url, timeout=self.settings.http_timeout_s)
+            card = await fetch_agent_card(
+                self.http,
+                body.agent_url,
+                timeout=self.settings.http_timeout_s,
+                max_bytes=self.settings.max_request_bytes,
+                limits=JsonLimits.from_settings(self.settings),
+            )
         except AgentCardError as exc:
             raise ApiError(400, str(exc)) from exc
         info = body.model_dump(mode="json", exclude_unset=True)
@@ -153,10 +176,23 @@ class BattleService:
     async def post_event(
         self, battle_id: str, event: BattleEvent, posted: dict[str, Any], token: str | None
     ) -> EventRecord:
-        """Store an agent's event exactly as posted (plus a timestamp when missing); a result finishes the battle."""
+        """Store an agent's event exactly as posted (plus a timestamp when missing); a result finishes the battle.
+
+        Refused before anything is written: a payload out of bounds (400), larger than its kind's cap (413), a
+        missing token when tokens are required or a wrong one in any case (401), an unknown battle (404), a battle
+        already over (400). A refused result leaves the battle open: the green agent's real result still counts.
+        """
         payload = dict(posted)
         if not payload.get("timestamp"):
             payload["timestamp"] = utc_now_iso()
+        # in a worker thread: a result may be megabytes, and serialising it to measure it must not stall the loop
+        size = await anyio.to_thread.run_sync(
+            functools.partial(check_json_value, payload, JsonLimits.from_settings(self.settings))
+        )
+        if event.is_result and size > self.settings.max_result_bytes:
+            raise BodyTooLarge(self.settings.max_result_bytes, "max_result_bytes", what="the result event")
+        if not event.is_result and size > self.settings.max_event_bytes:
+            raise BodyTooLarge(self.settings.max_event_bytes, "max_event_bytes", what="the progress event")
         finish = None
         if event.is_result:
             finish = FinishSpec(
@@ -166,26 +202,41 @@ class BattleService:
             )
         try:
             record = await self.store.append_event(
-                battle_id, payload, finish=finish, presented_token=token, enforce_token=self.settings.require_token
+                # A result decides the battle: it is accepted only with the battle's token (which only the green
+                # agent receives), whatever require_token says; progress events need it only with require_token.
+                battle_id, payload, finish=finish, presented_token=token,
+                enforce_token=self.settings.require_token or event.is_result,
             )
         except BattleNotFound as exc:
             raise ApiError(404, f"Battle with ID {battle_id} not found") from exc
         except TokenRejected as exc:
-            raise ApiError(
-                401,
-                "This backend requires the battle token: send the battle_token from battle_info/battle_start as "
-                "'X-Battle-Token: <token>' or 'Authorization: Bearer <token>'",
-                headers={"WWW-Authenticate": "Bearer"},
-            ) from exc
+            kind = "result" if event.is_result else "progress event"
+            logger.warning("battle %s: %s refused: %s", battle_id, kind, exc.reason)
+            raise token_error() from exc
         except BattleClosed as exc:
             raise ApiError(400, f"Battle {battle_id} is not in a valid state for updates: {exc.state.value}") from exc
         self.hub.publish(BattleChange(battle_id, BattleState.FINISHED if finish else None))
         return record
 
+    async def precheck_token(self, battle_id: str, token: str | None) -> None:
+        """Refuse (404/401) before a body is even read: a poster without the right token makes the backend parse
+        nothing. Only a shortcut: the store checks again in the very transaction that writes the event."""
+        if token is None and not self.settings.require_token:
+            return
+        if token is None:
+            raise token_error()
+        battle = await self.store.get_battle(battle_id, include_events=False)
+        if battle is None:
+            raise ApiError(404, f"Battle with ID {battle_id} not found")
+        if not tokens_match(battle.battle_token, token):
+            raise token_error()
+
     # --- used by the battle flow and the scheduler ----------------------------------------------------------
     async def log(self, battle_id: str, message: str, detail: Any = None) -> None:
-        """A system entry in the battle's history (dropped silently once the battle is over)."""
-        if await self.store.add_system_event(battle_id, system_event(message, detail)) is not None:
+        """A system entry in the battle's history (dropped silently once the battle is over). Text an agent sent
+        (an acknowledgement, an error message) may be in it: lone surrogates are replaced, never stored."""
+        event = system_event(scrub_text(message), scrub_value(detail))
+        if await self.store.add_system_event(battle_id, event) is not None:
             self.hub.publish(BattleChange(battle_id))
 
     async def start(self, battle_id: str, token: str) -> StartOutcome:
@@ -197,6 +248,7 @@ class BattleService:
 
     async def fail(self, battle_id: str, reason: str) -> bool:
         """-> error with a reason; agents unlocked. False if the battle had already moved on."""
+        reason = scrub_text(reason)
         logger.warning("battle %s failed: %s", battle_id, reason)
         done = await self.store.fail_battle(battle_id, reason)
         if done:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_DB_PATH = Path("arena_backend.sqlite3")
 
@@ -43,8 +43,22 @@ class BackendSettings(BaseModel):
     http_timeout_s: float = Field(default=10.0, gt=0)
     """Timeout for agent-card fetches and launcher calls."""
     require_token: bool = False
-    """When on, ``POST /battles/{id}`` needs the battle's token (``X-Battle-Token`` or ``Authorization: Bearer``).
-    Off by default because AgentBeats agents do not send one."""
+    """When on, every event and result (``POST /battles/{id}``, the MCP report tools) needs the battle's token
+    (``X-Battle-Token`` or ``Authorization: Bearer``), which only the green agent receives. Off by default because
+    AgentBeats agents do not send one; a token that *is* presented is checked either way (a wrong one is a 401)."""
+    max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """Byte cap of every request body except battle events: agent registration, ready reports, battle creation,
+    the launcher check and the web forms. Enforced while the body is read (chunked bodies too): 413."""
+    max_event_bytes: int = Field(default=256 * 1024, ge=1024)
+    """Byte cap of one progress event (``is_result`` false), over HTTP or MCP: 413 naming this setting."""
+    max_result_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    """Byte cap of one result event (a result carries the whole battle) and so of any ``POST /battles/{id}`` body
+    and any MCP message: 413 naming this setting."""
+    max_json_depth: int = Field(default=64, ge=2, le=512)
+    """Deepest nesting of objects and arrays accepted in any JSON body (and agent card): 400 beyond."""
+    max_json_int_digits: int = Field(default=64, ge=20, le=4000)
+    """Longest integer (in decimal digits) accepted in any JSON body: 400 beyond. Python refuses to convert
+    integers of more than 4300 digits, and no field needs more than a 64-bit value."""
     sse_ping_interval_s: float = Field(default=15.0, gt=0)
     """Keep-alive interval of the server-sent-events stream."""
     mcp_allowed_hosts: tuple[str, ...] = ()
@@ -63,6 +77,13 @@ class BackendSettings(BaseModel):
             if not host or any(c in host for c in " /\\"):
                 raise ValueError(f"mcp_allowed_hosts: {host!r} is not a Host header value (name, name:port, name:*)")
         return cleaned
+
+    @model_validator(mode="after")
+    def _result_cap_covers_events(self) -> BackendSettings:
+        """``POST /battles/{id}`` is read up to max_result_bytes before its kind is known."""
+        if self.max_result_bytes < self.max_event_bytes:
+            raise ValueError("max_result_bytes must be at least max_event_bytes (a result carries the whole battle)")
+        return self
 
     @field_validator("public_url")
     @classmethod

@@ -12,7 +12,6 @@ Why it looks like this:
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import sqlite3
@@ -23,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from battle_backend.body_limits import has_lone_surrogate, scrub_text
 from battle_backend.elo import INITIAL_RATING, Participant, outcome_for, resolve_winner
 from battle_backend.records import (
     OPEN_STATES,
@@ -35,6 +35,7 @@ from battle_backend.records import (
     system_event,
     utc_now_iso,
 )
+from battle_backend.security import tokens_match
 from battle_backend.sqlite_schema import migrate
 from battle_backend.store import (
     AgentDeleteOutcome,
@@ -55,8 +56,17 @@ _BATTLE_COLUMNS = (
 
 
 def _dumps(value: Any) -> str:
-    """Compact JSON; the stored text is what every reader parses."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON; the stored text is what every reader parses, so it must be sendable as it is.
+
+    The API and the service bound every value before it gets here; this is the last line: NaN/Infinity raise (they
+    could never be sent out again) and a lone surrogate, which SQLite cannot encode, is replaced by U+FFFD with a
+    warning instead of failing the transaction.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    if has_lone_surrogate(text):
+        logger.warning("a lone surrogate reached the store; replaced by U+FFFD")
+        text = scrub_text(text)
+    return text
 
 
 class SQLiteStore:
@@ -454,10 +464,11 @@ class SQLiteStore:
             row = self._battle_row(conn, battle_id)
             if row is None:
                 raise BattleNotFound(battle_id)
-            if enforce_token:
-                expected = row["battle_token"]
-                if not expected or not presented_token or not hmac.compare_digest(expected, presented_token):
-                    raise TokenRejected(battle_id)
+            if presented_token is not None:
+                if not tokens_match(row["battle_token"], presented_token):
+                    raise TokenRejected(battle_id, "the presented battle token is not this battle's")
+            elif enforce_token:
+                raise TokenRejected(battle_id, "no battle token was presented")
             state = BattleState(row["state"])
             if state.is_terminal:
                 raise BattleClosed(battle_id, state)

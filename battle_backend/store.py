@@ -32,7 +32,12 @@ class BattleClosed(StoreError):
 
 
 class TokenRejected(StoreError):
-    """Write protection is on and the presented battle token is missing or wrong."""
+    """The presented battle token is wrong, or it is missing while tokens are required; ``reason`` says which."""
+
+    def __init__(self, battle_id: str, reason: str) -> None:
+        super().__init__(f"Battle {battle_id}: {reason}")
+        self.battle_id = battle_id
+        self.reason = reason
 
 
 class AgentDeleteOutcome(StrEnum):
@@ -108,7 +113,11 @@ class BattleStore(Protocol):
         enforce_token: bool = False,
     ) -> EventRecord:
         """Append one event (its own row, its own transaction); with ``finish`` also finish the battle, apply ELO
-        and unlock the agents in that same transaction. Raises BattleNotFound, TokenRejected, BattleClosed."""
+        and unlock the agents in that same transaction. Raises BattleNotFound, TokenRejected, BattleClosed.
+
+        Token rule, checked in that transaction before anything is written (so a refused result never uses up the
+        battle's one result): a ``presented_token`` must equal the battle's token (a battle that has none yet
+        accepts none); with ``enforce_token`` one must be presented."""
 
     async def start_battle(self, battle_id: str, battle_token: str) -> StartOutcome:
         """queued -> running if every participant exists and is unlocked: lock them, clear their ready flags,

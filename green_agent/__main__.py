@@ -13,10 +13,14 @@ import uvicorn
 
 from green_agent.config import ConfigError, load_scenario
 from green_agent.operator_auth import TOKEN_ENV, TokenError, resolve_operator_token
-from green_agent.registry import ServiceLimits
+
+# Keep this module's imports light: every tool sandbox re-imports the main module (multiprocessing's rule), so the
+# heavy parts (the server, the registry) are imported inside main().
 
 
 def main(argv: list[str] | None = None) -> int:
+    from green_agent.registry import ServiceLimits
+
     parser = argparse.ArgumentParser(prog="arena-green", description="Serve the Arena green agent over A2A.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9006)
@@ -83,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     app = create_app(card_url, runs_dir=args.runs_dir, default_config=default_config,
                      scoring_workers=args.scoring_workers, components=components, operator_token=token, limits=limits)
-    # SIGTERM must end the process within seconds even while battles stream: open streams get 2 s, then close.
+    # SIGTERM must end the process within seconds even while battles stream: open streams get 1 s, then close.
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False,
-                timeout_graceful_shutdown=2)
+                timeout_graceful_shutdown=1)
     return 0
 
 

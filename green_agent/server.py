@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message, new_text_message, new_text_part
+from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_task_from_user_message, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
@@ -32,7 +32,7 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Role, TaskState
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import InvalidRequestError, TaskNotFoundError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -40,7 +40,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from green_agent.battle_ids import BattleIdError, new_battle_id, validate_battle_id
-from green_agent.body_limits import BodyLimitMiddleware
+from green_agent.body_limits import BodyLimitMiddleware, json_shape_problem
 from green_agent.config import BattleConfig, ConfigError, parse_remote_battle_config
 from green_agent.events import BattleEvent
 from green_agent.operator_auth import OperatorAuthMiddleware, OperatorToken
@@ -61,17 +61,24 @@ Both as JSON text (or a JSON data part)."""
 
 def _incoming_payload(context: RequestContext) -> dict[str, Any] | None:
     """The request as a JSON object: a data part that is an object wins, else the text parsed as JSON."""
-    message = context.message
-    if message is not None:
-        for data in get_data_parts(message.parts):
-            if isinstance(data, dict) and ("type" in data or "participants" in data):
-                return data
-    text = context.get_user_input().strip()
+    return message_payload(context.message)
+
+
+def message_payload(message: Message | None) -> dict[str, Any] | None:
+    """A message's JSON object (data part first, else the text), or None. Bounded: anyone may send these."""
+    if message is None:
+        return None
+    for data in get_data_parts(message.parts):
+        if isinstance(data, dict) and ("type" in data or "participants" in data):
+            return data
+    text = "\n".join(get_text_parts(message.parts)).strip()
     if text.startswith("```"):
         text = text.strip("`").removeprefix("json").strip()
+    if not text.startswith("{") or json_shape_problem(text.encode("utf-8", "replace")) is not None:
+        return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -79,6 +86,9 @@ def _incoming_payload(context: RequestContext) -> dict[str, Any] | None:
 def _reply(text: str, context: RequestContext) -> Message:
     return new_text_message(text, context_id=context.context_id, role=Role.ROLE_AGENT)
 
+
+ASSESSMENT_NEEDS_TOKEN = ("assessment requests need the green agent's operator token (Authorization: Bearer <token>); "
+                          "AgentBeats battle_start messages do not")
 
 OPERATOR_STATE_KEY = "arena_operator"
 """Key of :class:`ServerCallContext` state that says whether the request carried the operator token."""
@@ -108,15 +118,28 @@ class OperatorRequestHandler(DefaultRequestHandler):  # type: ignore[misc,valid-
     """The SDK's request handler, with task reads, lists, cancels and subscriptions reserved to the operator.
 
     A caller without the token gets "task not found" for every id (never a list of what exists), so the agent
-    under test can neither read nor cancel any battle, its own included.
+    under test can neither read nor cancel any battle, its own included. An assessment request without the token
+    is refused with a JSON-RPC error before any task exists (unless ``open_assessments``).
     """
 
-    async def on_message_send(self, params: Any, context: ServerCallContext) -> Any:
+    def __init__(self, *args: Any, open_assessments: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._open_assessments = open_assessments
+
+    def _check_send(self, params: Any, context: ServerCallContext) -> None:
         _require_operator_for_existing_task(params, context)
+        if is_operator(context) or self._open_assessments:
+            return
+        payload = message_payload(getattr(params, "message", None))
+        if payload is not None and "participants" in payload:
+            raise InvalidRequestError(ASSESSMENT_NEEDS_TOKEN)
+
+    async def on_message_send(self, params: Any, context: ServerCallContext) -> Any:
+        self._check_send(params, context)
         return await super().on_message_send(params, context)
 
     async def on_message_send_stream(self, params: Any, context: ServerCallContext) -> Any:
-        _require_operator_for_existing_task(params, context)
+        self._check_send(params, context)
         async for event in super().on_message_send_stream(params, context):
             yield event
 
@@ -182,9 +205,7 @@ class GreenAgentExecutor(AgentExecutor):
             await event_queue.enqueue_event(_reply(self._start_agentbeats_battle(payload), context))
         elif payload is not None and "participants" in payload:
             if not (is_operator(context.call_context) or self.registry.limits.open_assessments):
-                await event_queue.enqueue_event(_reply(
-                    "assessment requests need the green agent's operator token (Authorization: Bearer <token>); "
-                    "AgentBeats battle_start messages do not", context))
+                await event_queue.enqueue_event(_reply(ASSESSMENT_NEEDS_TOKEN, context))  # (the handler refuses first)
                 return
             await self._run_assessment(payload, context, event_queue)
         else:
@@ -391,7 +412,8 @@ def create_app(
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
             await GreenAgentExecutor(registry()).cancel(context, event_queue)
 
-    handler = OperatorRequestHandler(agent_executor=_LazyExecutor(), task_store=InMemoryTaskStore(), agent_card=card)
+    handler = OperatorRequestHandler(agent_executor=_LazyExecutor(), task_store=InMemoryTaskStore(), agent_card=card,
+                                     open_assessments=service_limits.open_assessments)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -25,6 +25,29 @@ def clean_text(text: str) -> str:
     return text
 
 
+_ESCAPE = re.compile(rb"\\(?:u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?|u[dD][c-fC-F][0-9a-fA-F]{2}|.)",
+                     re.DOTALL)
+_LONE_ESCAPE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _escape_replacement(match: re.Match[bytes]) -> bytes:
+    escape = match.group(0)
+    if len(escape) == 6:  # a lone high or low surrogate escape (a pair is 12 bytes, other escapes 2)
+        return b"\\ufffd"
+    return escape
+
+
+def clean_json_escapes(body: bytes) -> bytes:
+    """JSON text with every escaped *lone* surrogate (``\\ud800`` without its pair) turned into ``\\ufffd``.
+
+    Escapes are read left to right (``\\\\`` is one escape), so an escaped backslash followed by ``ud800`` is left
+    alone, and proper pairs are kept. Linear; bodies without a surrogate escape are returned as they are.
+    """
+    if not _LONE_ESCAPE_HINT.search(body):
+        return body
+    return _ESCAPE.sub(_escape_replacement, body)
+
+
 def clean_json(value: Any) -> Any:
     """A copy of a JSON-like value with every string (keys included) passed through :func:`clean_text`.
 

@@ -67,7 +67,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from pydantic import BaseModel, ConfigDict, Field
 
-from green_agent.text_safety import clean_json, clean_text
+from green_agent.text_safety import clean_json, clean_json_escapes, clean_text
 
 logger = logging.getLogger(__name__)
 _E = TypeVar("_E", bound=BaseException)
@@ -179,12 +179,16 @@ class _CappedStream(httpx.AsyncByteStream):
         self._url = url
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        # The whole (capped) body is collected, then handed on with JSON-escaped lone surrogates replaced: the
+        # SDK's protobuf conversion cannot hold them and would fail the exchange for one "\ud800" in a text.
+        chunks: list[bytes] = []
         received = 0
         async for chunk in self._inner:
             received += len(chunk)
             if received > self._max_bytes:
                 raise ReplyTooLarge(self._max_bytes, self._url)
-            yield chunk
+            chunks.append(chunk)
+        yield clean_json_escapes(b"".join(chunks))
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from a2a.utils.errors import A2AError
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
 from a2a.helpers import get_data_parts, get_text_parts, new_text_part
@@ -247,6 +248,8 @@ async def run_assessment(
                     break
                 if stream.state in _INTERRUPTED_STATES:
                     break
+        except A2AError as error:  # a JSON-RPC error answer: the green agent refused (e.g. no operator token)
+            raise AssessmentError(f"the green agent at {green_url} refused the request: {error.message}") from error
         except A2AClientError as error:
             cause = error.__cause__
             detail = f"{error}" + (f" ({type(cause).__name__}: {cause})" if cause else "")

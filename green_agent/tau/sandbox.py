@@ -143,6 +143,7 @@ class ToolSandbox:
         self._connection = connection
         self._lock = asyncio.Lock()  # one request at a time: the pipe carries one conversation
         self._dead: str | None = None
+        self._abandoned = False
 
     @property
     def pid(self) -> int | None:
@@ -185,6 +186,9 @@ class ToolSandbox:
             try:
                 async with asyncio.timeout(timeout_s):
                     await readable
+            except asyncio.CancelledError:
+                self._abandoned = True  # the child may still be computing: aclose() kills it without waiting
+                raise
             except TimeoutError:
                 await self._kill(f"killed after exceeding the time limit of {timeout_s:g} s")
                 raise ToolFault("timeout", f"no answer within the tool time limit of {timeout_s:g} s; the call was "
@@ -220,8 +224,10 @@ class ToolSandbox:
             self._connection.close()
         process = self._process
 
+        grace = 0.0 if self._abandoned else 1.0
+
         def stop() -> None:
-            process.join(1.0)
+            process.join(grace)
             if process.exitcode is None:
                 process.kill()
                 process.join(5.0)
@@ -247,9 +253,26 @@ def _start(context: Any, process: multiprocessing.process.BaseProcess) -> None:
     process.start()
 
 
+def _release_fork_server() -> None:
+    """Close this child's copy of the fork server's liveness pipe.
+
+    The fork server exits when every holder of that pipe's write end is gone, and the standard library hands a copy
+    to each forked child. A sandbox busy in C code would then keep the fork server, and through it itself (its
+    parent-death signal watches the fork server), alive after the green agent was killed. Sandboxes start no
+    processes, so they do not need it.
+    """
+    from multiprocessing import forkserver
+
+    fd = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def _child_entry(connection: multiprocessing.connection.Connection, domain: str, split: str | None, index: int,
                  task_id: str) -> None:
     """Sandbox process main: tie our life to the parent's, then serve the environment until EOF."""
+    _release_fork_server()
     die_with_parent()
     from green_agent.tau.sandbox_child import serve
 

@@ -210,8 +210,20 @@ class Arena:
     async def post(
         self, battle_id: str, event: dict[str, Any], headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        """POST an event as an agent would."""
+        """POST an event as an agent would. A result with ``headers=None`` is posted as the battle's green agent
+        does, with the battle token it received (results need it); pass ``headers={}`` to post without one."""
+        if headers is None and event.get("is_result"):
+            token = self.green_token(battle_id)
+            headers = {"X-Battle-Token": token} if token else None
         return await self.client.post(f"/battles/{battle_id}", json=event, headers=headers)
+
+    def green_token(self, battle_id: str) -> str | None:
+        """The battle token a registered fake green agent received in battle_start for ``battle_id``."""
+        for agent in self.agents:
+            for message in agent.fake.messages_of_type("battle_start"):
+                if message.get("battle_id") == battle_id and message.get("battle_token"):
+                    return str(message["battle_token"])
+        return None
 
 
 def progress(message: str, **extra: Any) -> dict[str, Any]:

@@ -137,20 +137,18 @@ async def test_queued_battle_waits_for_busy_agents_without_blocking_others(db_pa
         await arena.started(green, second)
 
 
-async def test_result_while_still_queued_finishes_the_battle(db_path: Path) -> None:
+async def test_result_for_a_queued_battle_is_refused_and_the_battle_still_runs(db_path: Path) -> None:
+    """Nobody holds a queued battle's token yet (it is made when the battle starts), so nobody can decide it early:
+    the result is refused and the battle runs when its turn comes."""
     async with run_backend(db_path, max_concurrent_battles=1) as backend, arena_on(backend) as arena:
         green_a, white_a = await arena.pair()
         green_b, white_b = await arena.pair()
         first = await arena.battle(green_a, ("white_agent", white_a))
         await arena.started(green_a, first)
         second = await arena.battle(green_b, ("white_agent", white_b))
-        assert (await arena.post(second, result("white_agent"))).status_code == 204
-        assert (await arena.get(second))["state"] == "finished"
+        assert (await arena.post(second, result("white_agent"))).status_code == 401
+        assert (await arena.get(second))["state"] == "queued"
         assert (await arena.post(first, result("draw"))).status_code == 204
-        scheduler = backend.ctx.scheduler
-
-        async def idle() -> bool:
-            return scheduler.running_count == 0
-
-        await wait_until(idle)
-        assert green_b.fake.messages_of_type("battle_start") == []
+        start = await arena.started(green_b, second)
+        assert (await arena.post(second, result("green_agent"))).status_code == 204
+        assert start["battle_token"] and (await arena.get(second))["state"] == "finished"

@@ -132,7 +132,7 @@ async def test_tools_have_the_platform_names_and_arguments(arena: Arena) -> None
 
 
 async def test_progress_then_result_through_mcp(arena: Arena) -> None:
-    battle_id, _token, _green, white = await running_battle(arena)
+    battle_id, token, _green, white = await running_battle(arena)
     async with Client(mcp_url(arena)) as client:
         first = await client.call_tool(
             "update_battle_process",
@@ -159,6 +159,7 @@ async def test_progress_then_result_through_mcp(arena: Arena) -> None:
                 "winner": "white_agent",
                 "reported_by": "green_agent",
                 "detail": {"pass_hat_1": 1.0},
+                "battle_token": token,  # a result needs the battle's token (only the green agent has it)
             },
         )
         assert not end.is_error, end
@@ -186,11 +187,12 @@ async def test_progress_then_result_through_mcp(arena: Arena) -> None:
 
 
 async def test_reports_after_the_end_are_tool_errors_like_the_http_400(arena: Arena) -> None:
-    battle_id, *_ = await running_battle(arena)
+    battle_id, token, *_ = await running_battle(arena)
     async with Client(mcp_url(arena)) as client:
         end = await client.call_tool(
             "report_on_battle_end",
-            {"battle_id": battle_id, "message": "draw", "winner": "draw", "reported_by": "green_agent"},
+            {"battle_id": battle_id, "message": "draw", "winner": "draw", "reported_by": "green_agent",
+             "battle_token": token},
         )
         assert not end.is_error
         late = await client.call_tool(
@@ -198,7 +200,8 @@ async def test_reports_after_the_end_are_tool_errors_like_the_http_400(arena: Ar
         )
         again = await client.call_tool(
             "report_on_battle_end",
-            {"battle_id": battle_id, "message": "again", "winner": "green_agent", "reported_by": "green_agent"},
+            {"battle_id": battle_id, "message": "again", "winner": "green_agent", "reported_by": "green_agent",
+             "battle_token": token},
         )
     for answer in (late, again):
         text = error_text(answer)

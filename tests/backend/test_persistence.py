@@ -48,13 +48,14 @@ async def test_running_battle_goes_on_after_a_restart(db_path: Path) -> None:
     async with run_backend(db_path) as backend, arena_on(backend) as arena:
         green, white = await arena.pair()
         battle_id = await arena.battle(green, ("white_agent", white))
-        await arena.started(green, battle_id)
+        token = (await arena.started(green, battle_id))["battle_token"]
         await arena.post(battle_id, progress("before restart"))
         async with run_backend(db_path) as restarted:
             # The first backend is still serving the fakes' URLs; only the second one is asked here.
             battle = (await restarted.client.get(f"/battles/{battle_id}")).json()
             assert battle["state"] == "running"
-            response = await restarted.client.post(f"/battles/{battle_id}", json=result("white_agent"))
+            response = await restarted.client.post(f"/battles/{battle_id}", json=result("white_agent"),
+                                                   headers={"X-Battle-Token": token})
             assert response.status_code == 204
             battle = (await restarted.client.get(f"/battles/{battle_id}")).json()
             assert battle["state"] == "finished"

@@ -1,4 +1,5 @@
-"""Optional write protection: a per-battle token, sent in battle_info and battle_start, required on events when on."""
+"""Optional write protection: a per-battle token, sent to the green agent only (battle_info and battle_start),
+required on events when on. See test_token_authority.py for the opponents' side and forged results."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ from pathlib import Path
 from tests.backend.conftest import Arena, arena_on, progress, result, run_backend
 
 
-async def test_token_is_sent_to_agents_but_never_exposed(arena: Arena) -> None:
+async def test_token_is_sent_to_the_green_agent_only_and_never_exposed(arena: Arena) -> None:
     green, white = await arena.pair()
     battle_id = await arena.battle(green, ("white_agent", white))
     start = await arena.started(green, battle_id)
     token = start["battle_token"]
     assert token and start["green_battle_context"]["battle_token"] == token
-    for agent in (green, white):
-        assert agent.fake.messages_of_type("battle_info")[0]["battle_token"] == token
+    assert green.fake.messages_of_type("battle_info")[0]["battle_token"] == token
+    assert "battle_token" not in white.fake.messages_of_type("battle_info")[0]
     assert token not in (await arena.client.get(f"/battles/{battle_id}")).text
     assert token not in (await arena.client.get("/battles")).text
 

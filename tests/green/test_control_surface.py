@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from launcher.assessment_client import run_assessment
+from launcher.assessment_client import AssessmentError, run_assessment
 from tests.green.conftest import assess, white_agent
 from tests.support import TEST_OPERATOR_TOKEN
 
@@ -36,9 +36,9 @@ def _send(text: str) -> dict[str, Any]:
 async def test_assessment_without_the_token_is_refused(green_url: str, runs_dir: Path) -> None:
     request = {"participants": {"white_agent": "http://127.0.0.1:9"}, "config": {**TASK, "k": 2},
                "battle_id": "no-token-battle"}
-    outcome = await run_assessment(green_url, "http://127.0.0.1:9", {**TASK, "k": 2}, battle_id="no-token-battle")
-    assert outcome.state == "message"
-    assert "operator token" in (outcome.error or "")
+    with pytest.raises(AssessmentError, match="refused the request: assessment requests need the green agent's "
+                                              "operator token"):
+        await run_assessment(green_url, "http://127.0.0.1:9", {**TASK, "k": 2}, battle_id="no-token-battle")
     async with httpx.AsyncClient(timeout=10, headers={"Authorization": "Bearer wrong-token-0123456789"}) as http:
         answer = (await http.post(green_url + "/", json=_send(json.dumps(request)))).json()
     assert "operator token" in json.dumps(answer)

@@ -28,6 +28,7 @@ from green_agent.tau.sandbox import SandboxFactory, ToolFault
 from green_agent.tau.scoring import ScoringError, ScoringPool
 from green_agent.tau.tasks import TaskRef
 from green_agent.tau.users import SimulatedUser, UserSimulatorError, make_user
+from green_agent.text_safety import json_line
 from green_agent.turn_protocol import (
     ActionParseError,
     build_first_data,
@@ -36,7 +37,6 @@ from green_agent.turn_protocol import (
     tool_result_message,
     user_message,
 )
-from green_agent.text_safety import json_line
 from green_agent.white_client import (
     WhiteAgentClient,
     WhiteAgentCommunicationError,

@@ -158,7 +158,7 @@ class Battle:
                 spec = AttemptSpec(self.battle_id, ref, attempt, self.white_agent_url)
                 try:
                     result = await run_attempt(spec, deps)
-                except Exception as error:  # noqa: BLE001 - one attempt's bug must never end its battle
+                except Exception as error:
                     log.exception("attempt %s/%s raised", key, attempt)
                     result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
                 self._finished.append(result)  # kept even if a cancel lands while the event below is sent

@@ -234,7 +234,7 @@ def parse_remote_battle_config(data: object, default: BattleConfig, *, max_concu
             raise ConfigError("config.pass_k_config: expected a JSON object")
         user = flat.pop("user_simulator", None)
         if flat:  # nothing may be silently ignored: a field beside pass_k_config is a mistake
-            raise ConfigError(f"config.{sorted(flat)[0]}: not allowed beside pass_k_config (put it inside, or drop it)")
+            raise ConfigError(f"config.{min(flat)}: not allowed beside pass_k_config (put it inside, or drop it)")
         flat = {**inner, **({"user_simulator": user} if user is not None else {})}
     user = flat.get("user_simulator")
     base = default.model_dump()

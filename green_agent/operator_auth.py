@@ -100,7 +100,7 @@ def presented_tokens(headers: Iterable[tuple[bytes, bytes]], query_string: bytes
             cookie: SimpleCookie = SimpleCookie()
             try:
                 cookie.load(value)
-            except Exception:  # noqa: BLE001 - a malformed cookie header is just no credential
+            except Exception:  # noqa: BLE001, S112 - a malformed cookie header is just no credential
                 continue
             if COOKIE_NAME in cookie:
                 found.append(cookie[COOKIE_NAME].value)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from green_agent.metrics import first_k_all_pass, has_success_streak
-from green_agent.text_safety import clean_json, clean_text
 from green_agent.results import AttemptResult, BattleResult
+from green_agent.text_safety import clean_json, clean_text
 
 WIN_THRESHOLD = 0.5
 """The white agent "wins" an AgentBeats battle when macro pass^k (j = k) is at least this. Documented in README."""

@@ -18,12 +18,18 @@ import asyncio
 import contextlib
 import json
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_task_from_user_message, new_text_message, new_text_part
+from a2a.helpers import (
+    get_data_parts,
+    get_text_parts,
+    new_data_part,
+    new_task_from_user_message,
+    new_text_message,
+    new_text_part,
+)
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
@@ -41,7 +47,7 @@ from starlette.routing import BaseRoute, Route
 
 from green_agent.battle_ids import BattleIdError, new_battle_id, validate_battle_id
 from green_agent.body_limits import BodyLimitMiddleware, json_shape_problem
-from green_agent.config import BattleConfig, ConfigError, parse_remote_battle_config
+from green_agent.config import BattleConfig, ConfigError
 from green_agent.events import BattleEvent
 from green_agent.operator_auth import OperatorAuthMiddleware, OperatorToken
 from green_agent.registry import BackendTarget, BattleRegistry, ServiceLimits

@@ -17,7 +17,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from a2a.utils.errors import A2AError
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
 from a2a.helpers import get_data_parts, get_text_parts, new_text_part
@@ -30,6 +29,7 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
+from a2a.utils.errors import A2AError
 
 logger = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from green_agent.tau.quiet import quiet_tau2
 
 quiet_tau2()
 
-from tau2.data_model.message import ToolCall, ToolMessage  # noqa: E402  (quiet_tau2 must run first)
+from tau2.data_model.message import ToolCall, ToolMessage
 
-from green_agent.tau.environment import build_environment, schemas  # noqa: E402
-from green_agent.tau.tasks import resolve_task  # noqa: E402
+from green_agent.tau.environment import build_environment, schemas
+from green_agent.tau.tasks import resolve_task
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def _warm() -> None:
     for domain in KNOWN_DOMAINS:
         try:
             schemas(domain)
-        except Exception:  # noqa: BLE001 - warming is an optimisation; the sandbox reports real failures
+        except Exception:
             log.debug("warming %s in the fork server failed", domain, exc_info=True)
 
 

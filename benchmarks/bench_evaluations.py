@@ -31,12 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings, run_agentic
+from green_agent.operator_auth import OperatorToken, bearer_header
 from green_agent.server import create_app
 from launcher.ports import free_port, loopback_url
 from launcher.processes import ProcessGroup
 from tests.support.servers import serve_app_factory
 
 SAMPLE_CSV = ROOT / "scenarios" / "finance_suite.csv"
+OPERATOR = OperatorToken.new()
+"""The benchmark's green agents' operator token (/run and /evaluations/* need it)."""
 
 
 def make_run_request(conversations: int, seed: int = 7) -> dict[str, Any]:
@@ -101,9 +104,10 @@ async def bench_run(repeats: int, conversations: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         component = EvaluationsComponent(EvaluationsSettings(judge=settings))
         async with serve_app_factory(lambda url: create_app(url, runs_dir=Path(tmp), scoring_workers=1,
-                                                            components=[component]), startup_timeout_s=120) as url:
+                                                            components=[component], operator_token=OPERATOR),
+                                     startup_timeout_s=120) as url:
             body = json.dumps(payload).encode()
-            async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            async with httpx.AsyncClient(base_url=url, timeout=120, headers=bearer_header(OPERATOR.value)) as client:
                 await client.post("/run", content=body)
                 over_http = []
                 for _ in range(repeats):
@@ -129,9 +133,9 @@ async def bench_csv(repeats: int, cases: int, concurrency: int) -> None:
             component = EvaluationsComponent(EvaluationsSettings(judge=JudgeSettings(cache_path=None),
                                                                  max_concurrency=32))
             async with serve_app_factory(lambda url: create_app(url, runs_dir=Path(tmp), scoring_workers=1,
-                                                                components=[component]),
+                                                                components=[component], operator_token=OPERATOR),
                                          startup_timeout_s=120) as url, \
-                    httpx.AsyncClient(base_url=url, timeout=300) as client:
+                    httpx.AsyncClient(base_url=url, timeout=300, headers=bearer_header(OPERATOR.value)) as client:
 
                 async def once() -> tuple[float, dict[str, Any]]:
                     start = time.perf_counter()

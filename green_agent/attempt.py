@@ -211,18 +211,7 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     ended_at = utc_now()
     steps = max(steps, env.steps) if env is not None else steps
     termination = stop.termination_reason if stop else termination
-    result = AttemptResult(
-        battle_id=spec.battle_id,
-        domain=spec.ref.domain,
-        split=spec.ref.split,
-        task_index=spec.ref.index,
-        task_id=spec.ref.task_id,
-        attempt=spec.attempt,
-        context_id=context_id,
-        outcome="failure",
-        steps=steps,
-        termination_reason=termination,
-    )
+    result = _new_result(spec, context_id=context_id, steps=steps, termination=termination)
     if stop is not None:
         failure = failure_from_stop(stop)
         result.failure = failure
@@ -250,20 +239,26 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     return result
 
 
-def harness_failure(spec: AttemptSpec, detail: str) -> AttemptResult:
-    """The result of an attempt whose loop itself failed (a harness bug): an infrastructure error, not the agent's."""
-    result = AttemptResult(
+def _new_result(spec: AttemptSpec, *, context_id: str, steps: int, termination: str) -> AttemptResult:
+    """An attempt's result before its outcome is known (a failure until proven otherwise)."""
+    return AttemptResult(
         battle_id=spec.battle_id,
         domain=spec.ref.domain,
         split=spec.ref.split,
         task_index=spec.ref.index,
         task_id=spec.ref.task_id,
         attempt=spec.attempt,
-        context_id="",
-        outcome="infra_error",
-        steps=0,
-        termination_reason="too_many_errors",
+        context_id=context_id,
+        outcome="failure",
+        steps=steps,
+        termination_reason=termination,
     )
+
+
+def harness_failure(spec: AttemptSpec, detail: str) -> AttemptResult:
+    """The result of an attempt whose loop itself failed (a harness bug): an infrastructure error, not the agent's."""
+    result = _new_result(spec, context_id="", steps=0, termination="too_many_errors")
+    result.outcome = "infra_error"
     result.failure = failure_from_stop(EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, detail,
                                                  "too_many_errors"))
     return result

@@ -5,7 +5,8 @@ ours runs, and a chunked request has no Content-Length to check. This middleware
 the byte cap (413, also for chunked bodies: memory stays bounded by the cap), and for JSON bodies checks nesting
 depth and number length before any parser sees them (400): Python's ``json`` raises ``RecursionError`` on deep
 nesting and ``ValueError`` on integers of more than 4300 digits, which handlers would otherwise turn into 500s.
-The checks are linear and run in a worker thread for large bodies, so a hostile upload never stalls the loop.
+The checks are linear and run in a worker thread for large bodies, so a hostile upload never stalls the loop. JSON
+bodies also have escaped lone surrogates replaced (U+FFFD) before any handler sees them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Mapping
 
 import numpy as np
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from green_agent.text_safety import clean_json_escapes
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
@@ -113,6 +116,9 @@ class BodyLimitMiddleware:
                            if len(body) > _OFF_LOOP_BYTES else check(body, max_depth=self.max_depth))
                 if problem:
                     raise BodyRejected(400, f"request body refused: {problem}")
+                # Escaped lone surrogates ("\ud800") decode to text no UTF-8 response or file can hold; the SDKs
+                # echo some of it (a JSON-RPC id) into their answers. Replaced here, before any parser sees them.
+                body = clean_json_escapes(body)
         except BodyRejected as rejected:
             await _answer(send, rejected.status, rejected.message)
             return

@@ -9,6 +9,7 @@ where they leave (trajectory lines, result files), so neither side depends on th
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -48,10 +49,10 @@ def clean_json_escapes(body: bytes) -> bytes:
     return _ESCAPE.sub(_escape_replacement, body)
 
 
-def clean_json(value: Any) -> Any:
-    """A copy of a JSON-like value with every string (keys included) passed through :func:`clean_text`.
-
-    Iterative, so hostile nesting cannot exhaust the recursion limit.
+def clean_json(value: Any, *, null_non_finite: bool = False) -> Any:
+    """A copy of a JSON-like value with every string (keys included) passed through :func:`clean_text`, tuples as
+    lists, and with ``null_non_finite`` NaN/Infinity as None (what ``JSON.stringify`` does; browsers' ``JSON.parse``
+    refuses them). Iterative, so hostile nesting cannot exhaust the recursion limit.
     """
     root: list[Any] = [None]
     stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
@@ -59,6 +60,8 @@ def clean_json(value: Any) -> Any:
         item, parent, key = stack.pop()
         if isinstance(item, str):
             parent[key] = clean_text(item)
+        elif null_non_finite and isinstance(item, float) and not math.isfinite(item):
+            parent[key] = None
         elif isinstance(item, dict):
             copy: dict[Any, Any] = {}
             parent[key] = copy

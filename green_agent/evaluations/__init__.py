@@ -27,12 +27,13 @@ from green_agent.evaluations.connectors import (
 from green_agent.evaluations.csv_runner import CsvRunOptions, extract_tool_calls, run_csv_suite
 from green_agent.evaluations.csv_suite import (
     CsvCase,
+    CsvLimits,
     CsvProblem,
     CsvSuite,
     CsvValidationError,
     parse_csv_suite,
 )
-from green_agent.evaluations.fairforge import RunConfig, RunError, run_agentic
+from green_agent.evaluations.fairforge import RunConfig, RunError, RunLimits, run_agentic
 from green_agent.evaluations.judge import (
     Judge,
     JudgeInfo,
@@ -49,6 +50,7 @@ __all__ = [
     "AgentSample",
     "ConnectorError",
     "CsvCase",
+    "CsvLimits",
     "CsvProblem",
     "CsvRunOptions",
     "CsvSuite",
@@ -68,6 +70,7 @@ __all__ = [
     "RetryPolicy",
     "RunConfig",
     "RunError",
+    "RunLimits",
     "SampleMetricResult",
     "evaluate_samples",
     "extract_tool_calls",

@@ -21,7 +21,9 @@ point a provider at another endpoint with ``base_url_overrides`` instead (tests 
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +58,9 @@ SUPPORTED_CLASS_PATHS: tuple[str, ...] = tuple(p.class_path for p in PROVIDERS)
 _BY_CLASS_PATH = {p.class_path: p for p in PROVIDERS}
 # Short aliases accepted from the command line (``--judge-provider groq``); never needed in /run requests.
 _BY_NAME = {p.name: p for p in PROVIDERS}
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]{1,4096}")
+"""What an API key may be: it travels in an HTTP header (printable ASCII, no spaces or line breaks)."""
+MAX_MODEL_CHARS = 256
 
 
 class ConnectorError(ValueError):
@@ -124,9 +129,18 @@ def resolve_connector(
     model = params.get("model", params.get("model_name"))
     if not isinstance(model, str) or not model.strip():
         raise ConnectorError("connector.params.model is required (a model name, e.g. llama-3.3-70b-versatile)")
+    if len(model) > MAX_MODEL_CHARS:
+        raise ConnectorError(f"connector.params.model is longer than {MAX_MODEL_CHARS} characters")
     temperature = params.get("temperature")
     if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))):
         raise ConnectorError("connector.params.temperature must be a number")
+    if temperature is not None:
+        try:
+            temperature = float(temperature)  # an integer of hundreds of digits overflows a float
+        except OverflowError:
+            temperature = math.inf
+        if not math.isfinite(temperature):
+            raise ConnectorError("connector.params.temperature must be a finite number")
 
     key: str | None = None
     for alias in provider.key_aliases:
@@ -134,6 +148,9 @@ def resolve_connector(
         if value is not None and not isinstance(value, str):
             raise ConnectorError(f"connector.params.{alias} must be a string")
         if value:
+            if not _HEADER_SAFE.fullmatch(value):  # never echo it: say what is wrong, not what was sent
+                raise ConnectorError(f"connector.params.{alias} must be printable ASCII without spaces "
+                                     "(at most 4096 characters)")
             key = value
             break
     if not key:

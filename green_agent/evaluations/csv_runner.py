@@ -35,10 +35,17 @@ from green_agent.evaluations.csv_suite import CsvCase, CsvSuite
 from green_agent.evaluations.judge import Judge, JudgeOutcome
 from green_agent.evaluations.prompts import RESPONSE_FAITHFULNESS
 from green_agent.metrics import FinAgentCaseScore, finagent_case_score, finagent_errored_case, summarize_finagent
-from green_agent.white_client import WhiteAgentClient, WhiteAgentError, WhiteReply
+from green_agent.white_client import (
+    DEFAULT_MAX_REPLY_BYTES,
+    WhiteAgentClient,
+    WhiteAgentError,
+    WhiteReply,
+    capped_http_client,
+)
 
 logger = logging.getLogger(__name__)
 
+MAX_TOOL_CALLS = 256
 MISSING_TRACE_NOTE = ("trace missing: the reply had no tool_calls data part, so the agent is scored as having called "
                       "no tool (tool selection and argument match 0 when tools were expected)")
 
@@ -51,20 +58,41 @@ class CsvRunOptions(BaseModel):
     concurrency: int = Field(default=4, ge=1, le=32)
     case_timeout_s: float = Field(default=60.0, gt=0.0, le=3600.0)
     pass_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
+    max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, ge=1024)
+    """Largest reply read from the agent for one case; a larger one errors the case (memory stays bounded)."""
+    max_tool_calls: int = Field(default=MAX_TOOL_CALLS, ge=1)
+    """Tool calls of one reply that are scored; the rest are dropped with a note (matching is cubic)."""
 
 
 Event = tuple[str, dict[str, Any]]
 
 
-def _plain_numbers(value: Any) -> Any:
-    """Integral floats back to ints (A2A data parts turn every number into a float)."""
+def _plain_number(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
-    if isinstance(value, dict):
-        return {k: _plain_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain_numbers(v) for v in value]
     return value
+
+
+def _plain_numbers(value: Any) -> Any:
+    """Integral floats back to ints (A2A data parts turn every number into a float). Iterative: the value comes
+    from the agent under test, and hostile nesting must not exhaust the recursion limit."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, parent, key = stack.pop()
+        if isinstance(item, dict):
+            copy: dict[Any, Any] = {}
+            parent[key] = copy
+            for k, v in item.items():
+                copy[k] = None
+                stack.append((v, copy, k))
+        elif isinstance(item, list):
+            items: list[Any] = [None] * len(item)
+            parent[key] = items
+            stack.extend((v, items, i) for i, v in enumerate(item))
+        else:
+            parent[key] = _plain_number(item)
+    return root[0]
 
 
 def extract_tool_calls(reply: WhiteReply) -> list[dict[str, Any]] | None:
@@ -82,6 +110,17 @@ def extract_tool_calls(reply: WhiteReply) -> list[dict[str, Any]] | None:
                               "arguments": _plain_numbers(arguments if isinstance(arguments, Mapping) else {}),
                               "result": _plain_numbers(call.get("result"))})
     return found
+
+
+def _reply_calls(reply: WhiteReply, max_calls: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """The reply's tool calls (at most ``max_calls``) and the notes about them."""
+    calls = extract_tool_calls(reply)
+    if calls is None:
+        return [], [MISSING_TRACE_NOTE]
+    if len(calls) > max_calls:
+        note = f"the reply reported {len(calls)} tool calls; only the first {max_calls} are scored (max_tool_calls)"
+        return calls[:max_calls], [note]
+    return calls, []
 
 
 def _scores(case: FinAgentCaseScore) -> dict[str, float | None]:
@@ -104,11 +143,8 @@ async def _run_case(case: CsvCase, index: int, total: int, client: WhiteAgentCli
         return ({**base, "status": "errored", "scores": _scores(score), "actual_tool_calls": [], "response": None,
                  "judge_explanation": None, "judge": None, "notes": [], "error": error.detail,
                  "duration_ms": round(1000 * (time.perf_counter() - started), 1)}, score, False)
-    calls = extract_tool_calls(reply)
-    notes: list[str] = []
-    if calls is None:
-        notes.append(MISSING_TRACE_NOTE)
-        calls = []
+    # The reply is up to max_reply_bytes of the agent's data: walking and scoring it is CPU work, off the loop.
+    calls, notes = await asyncio.to_thread(_reply_calls, reply, options.max_tool_calls)
     outcomes = await judge.evaluate_many(RESPONSE_FAITHFULNESS, [{
         "query": case.query, "response": reply.text, "expected_keywords": case.expected_keywords,
         "tool_calls": calls,
@@ -117,8 +153,8 @@ async def _run_case(case: CsvCase, index: int, total: int, client: WhiteAgentCli
     common = {**base, "actual_tool_calls": calls, "response": reply.text, "notes": notes,
               "judge": outcome.judge.model_dump(), "judge_cached": outcome.cached}
     if outcome.status != "scored" or outcome.answer is None:
-        partial = finagent_case_score(expected, calls, faithfulness=0.0, case_id=case.test_id,
-                                      pass_threshold=options.pass_threshold)
+        partial = await asyncio.to_thread(finagent_case_score, expected, calls, faithfulness=0.0,
+                                          case_id=case.test_id, pass_threshold=options.pass_threshold)
         reason = outcome.reason or "the judge could not score faithfulness"
         score = finagent_errored_case(f"unscored: {reason}", case_id=case.test_id,
                                       pass_threshold=options.pass_threshold)
@@ -128,8 +164,8 @@ async def _run_case(case: CsvCase, index: int, total: int, client: WhiteAgentCli
                  "judge_explanation": None, "error": reason,
                  "duration_ms": round(1000 * (time.perf_counter() - started), 1)}, score, True)
     faithfulness = float(outcome.answer["score"])
-    score = finagent_case_score(expected, calls, faithfulness=faithfulness, case_id=case.test_id,
-                                pass_threshold=options.pass_threshold)
+    score = await asyncio.to_thread(finagent_case_score, expected, calls, faithfulness=faithfulness,
+                                    case_id=case.test_id, pass_threshold=options.pass_threshold)
     return ({**common, "status": score.status, "scores": _scores(score),
              "judge_explanation": outcome.answer.get("explanation"), "error": None,
              "argument_pairs": [p.model_dump() for p in score.match.pairs] if score.match else [],
@@ -170,8 +206,9 @@ async def run_csv_suite(suite: CsvSuite, agent_url: str, judge: Judge, *, option
     queue: asyncio.Queue[Event | None] = asyncio.Queue()
     results: list[tuple[FinAgentCaseScore, bool] | None] = [None] * total
     own_http = httpx_client is None
-    http = httpx_client or httpx.AsyncClient(timeout=httpx.Timeout(options.case_timeout_s),
-                                             limits=httpx.Limits(max_connections=max(10, 2 * options.concurrency)))
+    http = httpx_client or capped_http_client(max_bytes=options.max_reply_bytes,
+                                              max_connections=max(10, 2 * options.concurrency),
+                                              timeout_s=options.case_timeout_s)
     semaphore = asyncio.Semaphore(options.concurrency)
     try:
         async with WhiteAgentClient(agent_url, httpx_client=http, turn_timeout_s=options.case_timeout_s) as client:

@@ -12,8 +12,11 @@ Columns (header names are trimmed and case-insensitive; other columns are ignore
     expected_response_contains   comma-separated keywords the response should contain (may be empty)
 
 Rows are numbered like a spreadsheet: the header is row 1, the first test case row 2 (a quoted field spanning lines
-still counts as one row). Blank rows are skipped. Limits: 5 MB, 100 test cases (both configurable). The whole file
-is checked and every problem reported at once (up to 200), so a user fixes the file in one pass.
+still counts as one row). Blank rows are skipped. Limits (all configurable, see :class:`CsvLimits`): 5 MB, 100 test
+cases, 10,000 rows (blank ones included), 64 columns, 32,768 characters per cell, 32 expected tools per case; JSON
+cells nested at most 64 deep, numbers of at most 1000 digits, no NaN or Infinity. A file over a limit gets a problem naming the row, the
+column and the limit; the whole file is checked and every problem reported at once (up to 200), so a user fixes
+the file in one pass. JSON cells are cleaned of lone UTF-16 surrogates (``"\\ud800"`` becomes U+FFFD).
 """
 
 from __future__ import annotations
@@ -22,13 +25,32 @@ import csv
 import io
 import json
 import re
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from green_agent.evaluations.safe_json import MAX_JSON_DEPTH, JsonRefused, loads_bounded
+
 MAX_BYTES = 5 * 1024 * 1024
 MAX_CASES = 100
 MAX_PROBLEMS = 200
+CSV_FIELD_LIMIT = csv.field_size_limit()
+"""The csv module's own cap on one field (131,072 characters unless the process changed it)."""
+
+
+@dataclass(frozen=True)
+class CsvLimits:
+    """Bounds of a CSV suite besides its size in bytes and its number of test cases."""
+
+    max_rows: int = 10_000
+    """Records after the header, blank ones included (a file of empty lines costs time too)."""
+    max_columns: int = 64
+    max_cell_chars: int = 32 * 1024
+    """Characters of one cell (values above the csv module's own cap are reported as that cap)."""
+    max_expected_tools: int = 32
+    """Tools one case may expect (matching expected to actual calls is cubic in their number)."""
 COLUMNS = ("test_id", "query", "expected_tool", "expected_args", "expected_response_contains")
 _TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 
@@ -122,23 +144,39 @@ def _json_problem(text: str, error: json.JSONDecodeError, what: str) -> str:
     return f"{what} is not valid JSON: {error.msg} at character {error.pos + 1}{hint}"
 
 
-def _tools(raw: str) -> tuple[list[str] | None, str | None]:
+class _CellJsonError(ValueError):
+    """A JSON cell that is refused before or while parsing; the message is the problem to report."""
+
+
+def _load_cell(text: str, what: str) -> Any:
+    """The JSON of a cell (see :func:`loads_bounded`); only :class:`_CellJsonError`, naming the column, is raised."""
+    try:
+        return loads_bounded(text, max_depth=MAX_JSON_DEPTH)
+    except json.JSONDecodeError as error:
+        raise _CellJsonError(_json_problem(text, error, what)) from None
+    except JsonRefused as error:
+        raise _CellJsonError(f"{what} refused: {error}") from None
+
+
+def _tools(raw: str, max_tools: int = 32) -> tuple[list[str] | None, str | None]:
     text = raw.strip()
     if not text:
         return [], None
     if text.startswith("["):
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as error:
-            return None, _json_problem(text, error, "expected_tool")
+            value = _load_cell(text, "expected_tool")
+        except _CellJsonError as error:
+            return None, str(error)
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             return None, "expected_tool must be a tool name or a JSON array of tool names (strings)"
+        if len(value) > max_tools:
+            return None, f"expected_tool names {len(value)} tools; at most {max_tools} are accepted (max_expected_tools)"
         names = [v.strip() for v in value]
     else:
         names = [text]
     bad = [n for n in names if not _TOOL_NAME.match(n)]
     if bad:
-        return None, f"expected_tool {bad[0]!r} is not a valid tool name (letters, digits, _ . -)"
+        return None, f"expected_tool {bad[0][:200]!r} is not a valid tool name (letters, digits, _ . -)"
     return names, None
 
 
@@ -147,9 +185,9 @@ def _args(raw: str, tools: list[str]) -> tuple[list[dict[str, Any]] | None, str 
     if not text:
         return [{} for _ in tools], None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        return None, _json_problem(text, error, "expected_args")
+        value = _load_cell(text, "expected_args")
+    except _CellJsonError as error:
+        return None, str(error)
     if not tools:
         return None, "expected_args is given but expected_tool is empty"
     if isinstance(value, dict):
@@ -167,8 +205,20 @@ def _args(raw: str, tools: list[str]) -> tuple[list[dict[str, Any]] | None, str 
     return None, "expected_args must be a JSON object or an array of objects"
 
 
-def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int = MAX_CASES) -> CsvSuite:
-    """Validate a CSV suite; raises :class:`CsvValidationError` listing every problem (row and column)."""
+def _csv_error_text(error: csv.Error, limits: CsvLimits) -> str:
+    if "field larger than field limit" in str(error):
+        return (f"a cell is larger than {min(CSV_FIELD_LIMIT, csv.field_size_limit())} characters; at most "
+                f"{limits.max_cell_chars} are accepted (max_cell_chars)")
+    return f"malformed CSV: {error}"
+
+
+def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int = MAX_CASES,
+                    limits: CsvLimits | None = None) -> CsvSuite:
+    """Validate a CSV suite; raises :class:`CsvValidationError` listing every problem (row and column).
+
+    CPU work proportional to the file (up to ``max_bytes``): call it in a worker thread from async code.
+    """
+    limits = limits or CsvLimits()
     if len(data) > max_bytes:
         raise CsvValidationError([CsvProblem(row=None, column=None, message=(
             f"the file is {_size_text(len(data))}; the limit is {_size_text(max_bytes)}"))])
@@ -181,13 +231,17 @@ def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int =
     try:
         header = next(reader)
     except csv.Error as error:
-        raise CsvValidationError([CsvProblem(row=1, column=None, message=f"unreadable header: {error}")]) from None
-    names = [h.strip().lower() for h in header]
+        raise CsvValidationError([CsvProblem(row=1, column=None, message=_csv_error_text(error, limits))]) from None
+    if len(header) > limits.max_columns:
+        raise CsvValidationError([CsvProblem(row=1, column=None, message=(
+            f"the header has {len(header)} columns; at most {limits.max_columns} are accepted (max_columns)"))])
+    names = [h.strip().lower()[:200] for h in header]
     missing = [c for c in COLUMNS if c not in names]
     for column in missing:
         problems.append(CsvProblem(row=1, column=column, message=f"required column {column!r} is missing "
                                    f"(header has: {', '.join(n for n in names if n) or 'nothing'})"))
-    dupes = sorted({n for n in names if n and names.count(n) > 1})
+    counts = Counter(n for n in names if n)
+    dupes = sorted(n for n, count in counts.items() if count > 1)
     for column in dupes:
         problems.append(CsvProblem(row=1, column=column, message="column appears more than once"))
     extra = [n for n in names if n and n not in COLUMNS]
@@ -207,9 +261,13 @@ def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int =
         except StopIteration:
             break
         except csv.Error as error:
-            problems.append(CsvProblem(row=row + 1, column=None, message=f"malformed CSV: {error}"))
+            problems.append(CsvProblem(row=row + 1, column=None, message=_csv_error_text(error, limits)))
             break
         row += 1
+        if row - 1 > limits.max_rows:
+            problems.append(CsvProblem(row=row, column=None, message=(
+                f"more than {limits.max_rows} rows after the header (max_rows, blank rows included)")))
+            break
         if not any(cell.strip() for cell in record):
             continue
         if len(cases) >= max_cases and not over_limit:
@@ -221,19 +279,28 @@ def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int =
                 f"{len(record)} fields but the header has {len(names)} (an unquoted comma? quote the field)")))
             continue
         cells = {name: (record[i] if i < len(record) else "") for name, i in index.items()}
-        row_problems: list[CsvProblem] = []
+        row_problems = [CsvProblem(row=row, column=name, message=(
+                            f"{name} has {len(value)} characters; at most {limits.max_cell_chars} are accepted "
+                            "(max_cell_chars)"))
+                        for name, value in cells.items() if len(value) > limits.max_cell_chars]
+        if row_problems:
+            problems.extend(row_problems)
+            if len(problems) >= MAX_PROBLEMS:
+                problems.append(CsvProblem(row=None, column=None, message=f"stopped after {MAX_PROBLEMS} problems"))
+                break
+            continue
         test_id = cells["test_id"].strip()
         if not test_id:
             row_problems.append(CsvProblem(row=row, column="test_id", message="test_id is empty"))
         elif test_id in seen:
             row_problems.append(CsvProblem(row=row, column="test_id",
-                                           message=f"duplicate test_id {test_id!r} (first at row {seen[test_id]})"))
+                                           message=f"duplicate test_id {test_id[:200]!r} (first at row {seen[test_id]})"))
         else:
             seen[test_id] = row
         query = cells["query"].strip()
         if not query:
             row_problems.append(CsvProblem(row=row, column="query", message="query is empty"))
-        tools, tool_problem = _tools(cells["expected_tool"])
+        tools, tool_problem = _tools(cells["expected_tool"], limits.max_expected_tools)
         if tool_problem:
             row_problems.append(CsvProblem(row=row, column="expected_tool", message=tool_problem))
         args: list[dict[str, Any]] | None = None

@@ -24,13 +24,22 @@ Semantics (the seed's, with the harness's fixes):
 Errors (the seed's exact messages, in the seed's order): "No connector configuration provided",
 "connector.class_path is required", "Failed to create LLM connector: ...", "No datasets provided",
 "No qa_ids found in datasets", "Agentic evaluation failed: ...". Messages never contain the API key.
+
+Bounds (:class:`RunLimits`, given by the server; the CLI scores local files unbounded): number of conversations,
+interactions per conversation and in total, tool calls per interaction, characters per text field and per id. A
+request over a bound is refused before any scoring with HTTP 413 and ``{"success": false, "error": ..., "field":
+"datasets[3].conversation[0].query", "limit": "max_text_chars"}``. Strings are cleaned of lone UTF-16 surrogates
+(replaced by U+FFFD) when the request is parsed, so nothing downstream (cache keys, the response) can fail on them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -45,6 +54,7 @@ from green_agent.metrics import (
     pass_hat_k,
     wilson_interval,
 )
+from green_agent.text_safety import clean_json
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +67,40 @@ ERR_FAILED = "Agentic evaluation failed"
 
 
 class RunError(Exception):
-    """A /run request that cannot be evaluated: ``message`` is the seed-style error, ``status`` the HTTP status."""
+    """A /run request that cannot be evaluated: ``message`` is the seed-style error, ``status`` the HTTP status;
+    ``field`` (where in the request) and ``limit`` (which bound) are set when a bound was exceeded."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, *, field: str | None = None, limit: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.field = field
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """How large a /run request may be (checked before anything is parsed into models or scored).
+
+    The defaults fit the seed's use (a few conversations) and the benchmark (1,000 conversations of 1-3
+    interactions) with a wide margin, and keep the worst request to seconds of CPU.
+    """
+
+    max_conversations: int = 5_000
+    max_interactions_per_conversation: int = 500
+    max_interactions: int = 20_000
+    """Interactions over all conversations of one request."""
+    max_tools_per_interaction: int = 64
+    """Entries of ``agentic.tools_used`` and of ``ground_truth_agentic.expected_tools`` each (optimal matching of
+    expected to used calls is cubic in their number)."""
+    max_text_chars: int = 50_000
+    """Characters of each text: query, assistant, ground_truth_assistant, context."""
+    max_id_chars: int = 1_000
+    """Characters of session_id, assistant_id, language, qa_id and tool names."""
+
+
+UNBOUNDED = RunLimits(**{f.name: sys.maxsize for f in dataclasses.fields(RunLimits)})
+"""No bounds (local files scored from the command line); tool arguments are still checked."""
 
 
 # --- request models --------------------------------------------------------------------------------------------------
@@ -152,11 +190,102 @@ def _errors_text(error: ValidationError, prefix: str) -> str:
 
 def _has_qa_ids(datasets: list[Any]) -> bool:
     for dataset in datasets:
-        if isinstance(dataset, Mapping):
-            for interaction in dataset.get("conversation") or []:
+        conversation = dataset.get("conversation") if isinstance(dataset, Mapping) else None
+        if isinstance(conversation, list):  # anything else is named by the model validation that follows
+            for interaction in conversation:
                 if isinstance(interaction, Mapping) and interaction.get("qa_id") not in (None, ""):
                     return True
     return False
+
+
+_ID_FIELDS = ("session_id", "assistant_id", "language")
+_TEXT_FIELDS = ("query", "assistant", "ground_truth_assistant")
+
+
+def _over(field: str, limit: str, message: str) -> RunError:
+    return RunError(f"{ERR_FAILED}: request too large: {field}: {message}", status=413, field=field, limit=limit)
+
+
+def _check_text(value: Any, field: str, bound: int, limit: str) -> None:
+    if isinstance(value, str) and len(value) > bound:
+        raise _over(field, limit, f"{len(value)} characters; at most {bound} are accepted ({limit})")
+
+
+_FLOAT_RANGE = 2 ** 1023
+
+
+def _unrepresentable_number(value: Any) -> bool:
+    """True for an integer no float can hold (tool arguments are compared numerically, as floats)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            if abs(item) >= _FLOAT_RANGE:
+                return True
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _check_tools(block: Any, key: str, field: str, limits: RunLimits) -> None:
+    tools = block.get(key) if isinstance(block, Mapping) else None
+    if not isinstance(tools, list):
+        return
+    if len(tools) > limits.max_tools_per_interaction:
+        raise _over(f"{field}.{key}", "max_tools_per_interaction",
+                    f"{len(tools)} tool calls; at most {limits.max_tools_per_interaction} are accepted")
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            continue
+        _check_text(tool.get("tool_name"), f"{field}.{key}[{index}].tool_name", limits.max_id_chars, "max_id_chars")
+        if _unrepresentable_number(tool.get("parameters")):
+            where = f"{field}.{key}[{index}].parameters"
+            raise RunError(f"{ERR_FAILED}: invalid request: {where}: a number is too large to compare "
+                           "(beyond the range of a double)", field=where)
+
+
+def check_limits(datasets: list[Any], limits: RunLimits | None) -> None:
+    """Raise :class:`RunError` (413, naming the field and the bound) when ``datasets`` exceeds ``limits``, or 400
+    (naming the field) for a tool argument no float can hold. ``limits`` None checks only the latter.
+
+    Runs on the raw JSON, before pydantic builds a model of it: the cost is proportional to what is accepted, never
+    to what a request sends beyond a bound.
+    """
+    limits = limits or UNBOUNDED
+    if len(datasets) > limits.max_conversations:
+        raise _over("datasets", "max_conversations",
+                    f"{len(datasets)} conversations; at most {limits.max_conversations} are accepted")
+    total = 0
+    for d, dataset in enumerate(datasets):
+        if not isinstance(dataset, Mapping):
+            continue  # the model validation names the wrong type
+        where = f"datasets[{d}]"
+        for key in _ID_FIELDS:
+            _check_text(dataset.get(key), f"{where}.{key}", limits.max_id_chars, "max_id_chars")
+        _check_text(dataset.get("context"), f"{where}.context", limits.max_text_chars, "max_text_chars")
+        conversation = dataset.get("conversation")
+        if not isinstance(conversation, list):
+            continue
+        if len(conversation) > limits.max_interactions_per_conversation:
+            raise _over(f"{where}.conversation", "max_interactions_per_conversation",
+                        f"{len(conversation)} interactions; at most {limits.max_interactions_per_conversation} "
+                        "per conversation are accepted")
+        total += len(conversation)
+        if total > limits.max_interactions:
+            raise _over("datasets", "max_interactions",
+                        f"more than {limits.max_interactions} interactions in total (the limit)")
+        for i, interaction in enumerate(conversation):
+            if not isinstance(interaction, Mapping):
+                continue
+            at = f"{where}.conversation[{i}]"
+            _check_text(interaction.get("qa_id"), f"{at}.qa_id", limits.max_id_chars, "max_id_chars")
+            for key in _TEXT_FIELDS:
+                _check_text(interaction.get(key), f"{at}.{key}", limits.max_text_chars, "max_text_chars")
+            _check_tools(interaction.get("agentic"), "tools_used", f"{at}.agentic", limits)
+            _check_tools(interaction.get("ground_truth_agentic"), "expected_tools", f"{at}.ground_truth_agentic",
+                         limits)
 
 
 def _tool_calls(tools: list[ToolUse]) -> list[dict[str, Any]]:
@@ -282,9 +411,11 @@ def aggregate(conversations: list[dict[str, Any]], k: int) -> dict[str, Any]:
 
 # --- the endpoint's logic ----------------------------------------------------------------------------------------------
 
-def _parse(payload: Any, settings: JudgeSettings) -> tuple[ResolvedConnector, list[ConversationDataset], RunConfig]:
+def _parse(payload: Any, settings: JudgeSettings,
+           limits: RunLimits | None) -> tuple[ResolvedConnector, list[ConversationDataset], RunConfig]:
     if not isinstance(payload, Mapping):
         raise RunError("Invalid JSON body")
+    payload = clean_json(payload)
     connector = payload.get("connector")
     if not connector:
         raise RunError(ERR_NO_CONNECTOR)
@@ -305,6 +436,7 @@ def _parse(payload: Any, settings: JudgeSettings) -> tuple[ResolvedConnector, li
         raise RunError(ERR_NO_DATASETS)
     if not isinstance(datasets, list):
         raise RunError(f"{ERR_FAILED}: datasets must be a list of conversations")
+    check_limits(datasets, limits)
     if not _has_qa_ids(datasets):
         raise RunError(ERR_NO_QA_IDS)
     parsed: list[ConversationDataset] = []
@@ -320,12 +452,26 @@ def _parse(payload: Any, settings: JudgeSettings) -> tuple[ResolvedConnector, li
     return resolved, parsed, config
 
 
-async def run_agentic(payload: Any, settings: JudgeSettings, *, cache: JudgeCache | None = None) -> dict[str, Any]:
+def _assemble(datasets: list[ConversationDataset], flat: list[tuple[int, int]], outcomes: list[JudgeOutcome],
+              tools: list[list[dict[str, Any] | None]], config: RunConfig) -> tuple[list[dict[str, Any]],
+                                                                                     dict[str, Any]]:
+    """Per-conversation results and the aggregate (CPU work proportional to the request: run in a thread)."""
+    per_dataset: list[list[dict[str, Any]]] = [[] for _ in datasets]
+    for (d, i), outcome in zip(flat, outcomes, strict=True):
+        per_dataset[d].append(_interaction_result(datasets[d].conversation[i], outcome, config.threshold))
+    conversations = [_conversation_result(ds, per_dataset[d], tools[d], config.threshold)
+                     for d, ds in enumerate(datasets)]
+    return conversations, aggregate(conversations, config.k)
+
+
+async def run_agentic(payload: Any, settings: JudgeSettings, *, cache: JudgeCache | None = None,
+                      limits: RunLimits | None = None) -> dict[str, Any]:
     """Evaluate a /run request; returns the seed-shaped success body or raises :class:`RunError`.
 
-    ``cache`` is the caller's open verdict cache (used by the LLM judge unless ``config.cache`` is false).
+    ``cache`` is the caller's open verdict cache (used by the LLM judge unless ``config.cache`` is false);
+    ``limits`` bound the request (None: unbounded, for local files).
     """
-    resolved, datasets, config = await asyncio.to_thread(_parse, payload, settings)
+    resolved, datasets, config = await asyncio.to_thread(_parse, payload, settings, limits)
     warnings: list[str] = []
     judge: Judge
     llm: LlmJudge | None = None
@@ -350,12 +496,7 @@ async def run_agentic(payload: Any, settings: JudgeSettings, *, cache: JudgeCach
             judge.evaluate_many(ANSWER_CORRECTNESS, inputs),
             asyncio.to_thread(_tool_scores, datasets, config),
         )
-        per_dataset: list[list[dict[str, Any]]] = [[] for _ in datasets]
-        for (d, i), outcome in zip(flat, outcomes, strict=True):
-            per_dataset[d].append(_interaction_result(datasets[d].conversation[i], outcome, config.threshold))
-        conversations = [_conversation_result(ds, per_dataset[d], tools[d], config.threshold)
-                         for d, ds in enumerate(datasets)]
-        aggregated = aggregate(conversations, config.k)
+        conversations, aggregated = await asyncio.to_thread(_assemble, datasets, flat, outcomes, tools, config)
     except ValueError as error:  # bad tool weights and the like: the metrics library names the field
         raise RunError(f"{ERR_FAILED}: {redact(str(error), resolved.api_key)}") from None
     except Exception as error:
@@ -374,5 +515,10 @@ async def run_agentic(payload: Any, settings: JudgeSettings, *, cache: JudgeCach
 
 
 def error_body(error: RunError) -> dict[str, Any]:
-    """The seed's error shape."""
-    return {"success": False, "error": error.message}
+    """The seed's error shape (plus ``field`` and ``limit`` when a bound was exceeded)."""
+    body: dict[str, Any] = {"success": False, "error": error.message}
+    if error.field is not None:
+        body["field"] = error.field
+    if error.limit is not None:
+        body["limit"] = error.limit
+    return clean_json(body)

@@ -40,6 +40,7 @@ from green_agent.evaluations.connectors import ResolvedConnector, redact
 from green_agent.evaluations.judge_cache import JudgeCache, cache_key
 from green_agent.evaluations.lexical import LEXICAL_VERSION, RULES, LexicalUnsupported
 from green_agent.evaluations.prompts import JudgePrompt
+from green_agent.text_safety import clean_json
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,28 @@ class Judge(Protocol):
 
 # --- lexical ---------------------------------------------------------------------------------------------------------
 
+INLINE_BUDGET = 16_384
+"""Characters (plus containers) up to which the lexical judge scores on the event loop instead of a thread."""
+
+
+def _small(value: Any, budget: int) -> bool:
+    """True when ``value`` holds at most ``budget`` characters and containers (stops walking once over)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            budget -= len(item)
+        elif isinstance(item, Mapping):
+            budget -= 1 + len(item)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            budget -= 1 + len(item)
+            stack.extend(item)
+        if budget < 0:
+            return False
+    return True
+
+
 class LexicalJudge:
     """Deterministic keyword/overlap judge (see :mod:`green_agent.evaluations.lexical`); needs no key or network."""
 
@@ -122,8 +145,9 @@ class LexicalJudge:
         return out
 
     async def evaluate_many(self, prompt: JudgePrompt, inputs: Sequence[Mapping[str, Any]]) -> list[JudgeOutcome]:
-        """Score every input in a worker thread (large batches are CPU work)."""
-        if len(inputs) <= 8:
+        """Score every input; in a worker thread unless the batch is a few short items (tokenising large texts is
+        CPU work, and an agent's reply may be a megabyte)."""
+        if len(inputs) <= 8 and _small(inputs, INLINE_BUDGET):
             return self._evaluate_sync(prompt, inputs)
         return await asyncio.to_thread(self._evaluate_sync, prompt, list(inputs))
 
@@ -260,7 +284,10 @@ class LlmJudge:
     async def evaluate_many(self, prompt: JudgePrompt, inputs: Sequence[Mapping[str, Any]]) -> list[JudgeOutcome]:
         """Cached answers first, then the misses judged concurrently (bounded), then the new verdicts stored."""
         items = [dict(i) for i in inputs]
-        keys = [cache_key(self._model_id, prompt.hash, item) for item in items]
+        if len(items) > 8:  # canonical JSON + sha256 per item: CPU work for large batches, kept off the event loop
+            keys = await asyncio.to_thread(self._keys, prompt, items)
+        else:
+            keys = self._keys(prompt, items)
         cached: dict[str, dict[str, Any]] = {}
         if self.cache is not None:
             try:
@@ -293,6 +320,9 @@ class LlmJudge:
             except Exception as error:  # noqa: BLE001
                 logger.warning("judge cache write failed (%s)", type(error).__name__)
         return [r for r in results if r is not None]
+
+    def _keys(self, prompt: JudgePrompt, items: Sequence[Mapping[str, Any]]) -> list[str]:
+        return [cache_key(self._model_id, prompt.hash, item) for item in items]
 
     def _unscored(self, prompt: JudgePrompt, state: _Attempt, reason: str) -> JudgeOutcome:
         full = reason if not state.notes else f"{reason} ({'; '.join(state.notes)})"
@@ -369,10 +399,10 @@ class LlmJudge:
             return "the answer was cut off (finish_reason length)", None
         try:
             raw = extract_json_object(content)
-        except ValueError:
-            return f"not JSON: {content[:120]!r}", None
-        try:
-            return "", prompt.answer_model.model_validate(raw).model_dump()
+        except (ValueError, RecursionError):  # RecursionError: a hostile answer nested thousands deep
+            return f"not JSON: {clean_json(content[:120])!r}", None
+        try:  # a model's answer may escape lone surrogates: cleaned so caches and responses can store it
+            return "", prompt.answer_model.model_validate(clean_json(raw)).model_dump()
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(root)"

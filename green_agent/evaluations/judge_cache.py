@@ -37,7 +37,8 @@ def cache_key(model_id: str, prompt_hash: str, inputs: Mapping[str, Any]) -> str
     """sha256 of the canonical JSON of (model id, prompt hash, inputs)."""
     material = json.dumps([model_id, prompt_hash, inputs], sort_keys=True, ensure_ascii=False, default=str,
                           separators=(",", ":"))
-    return hashlib.sha256(material.encode()).hexdigest()
+    # surrogatepass: a lone surrogate in the inputs (cleaned where requests enter, but keys must never raise)
+    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class JudgeCache:

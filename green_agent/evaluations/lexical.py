@@ -23,6 +23,7 @@ Rules per judge prompt (each returns an answer dict shaped like the prompt's ans
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -91,13 +92,56 @@ def tokens(text: str) -> list[Token]:
     return [token for token, _raw in _tokens_with_raw(text)]
 
 
+class _Pool:
+    """Tokens indexed for :func:`token_matches` lookups in about O(log n) instead of a scan of every token.
+
+    Why: texts come from requests (up to tens of thousands of tokens each), and comparing every token of one text
+    with every token of another is quadratic. Words are a set. Numbers are grouped by their written precision and
+    kept sorted, so each group is searched with bisection over the window in which :func:`token_matches` can hold
+    (its absolute tolerance, or its relative tolerance of 1e-9); candidates in the window are confirmed with
+    :func:`token_matches` itself, so the semantics are exactly those of the pairwise comparison.
+    """
+
+    def __init__(self, items: Iterable[Token] = ()) -> None:
+        self._words: set[str] = set()
+        self._numbers: dict[int, list[float]] = {}
+        self._infinite: set[float] = set()
+        for item in items:
+            self.add(item)
+
+    def add(self, token: Token) -> None:
+        if isinstance(token, str):
+            self._words.add(token)
+        elif not math.isfinite(token.value):
+            self._infinite.add(token.value)
+        else:
+            bisect.insort(self._numbers.setdefault(token.decimals, []), token.value)
+
+    def __contains__(self, token: Token) -> bool:
+        if isinstance(token, str):
+            return token in self._words
+        if not math.isfinite(token.value):
+            return token.value in self._infinite  # math.isclose(inf, inf) is the only way an infinity matches
+        value = token.value
+        for decimals, values in self._numbers.items():
+            tolerance = 0.5 * 10.0 ** (-min(token.decimals, decimals))
+            window = max(tolerance, 1.01e-9 * abs(value)) * 1.000001 + 1e-300
+            start = bisect.bisect_left(values, value - window)
+            for other in values[start:bisect.bisect_right(values, value + window)]:
+                if token_matches(token, Number(other, decimals)):
+                    return True
+        return False
+
+
 def _content_with_raw(text: str) -> list[tuple[Token, str]]:
     seen: list[tuple[Token, str]] = []
+    pool = _Pool()
     for token, raw in _tokens_with_raw(text):
         if isinstance(token, str) and token in _STOPWORDS:
             continue
-        if not any(token_matches(token, s) for s, _ in seen):
+        if token not in pool:
             seen.append((token, raw))
+            pool.add(token)
     return seen
 
 
@@ -114,7 +158,9 @@ def token_matches(a: Token, b: Token) -> bool:
     return a == b
 
 
-def _found(token: Token, pool: Sequence[Token]) -> bool:
+def _found(token: Token, pool: Sequence[Token] | _Pool) -> bool:
+    if isinstance(pool, _Pool):
+        return token in pool
     return any(token_matches(token, other) for other in pool)
 
 
@@ -125,12 +171,12 @@ def informative_recall(reference: str, candidate: str, *, ignore: str = "") -> t
     the question), all reference terms count; when the reference has no content terms, case-folded equality decides.
     """
     ref = _content_with_raw(reference)
-    ignored = tokens(ignore)
+    ignored = _Pool(tokens(ignore))
     informative = [(t, raw) for t, raw in ref if not _found(t, ignored)] or ref
     if not informative:
         equal = reference.strip().casefold() == candidate.strip().casefold()
         return (1.0 if equal else 0.0), [], ([] if equal else [reference.strip()])
-    pool = tokens(candidate)
+    pool = _Pool(tokens(candidate))
     found = [raw for t, raw in informative if _found(t, pool)]
     missing = [raw for t, raw in informative if not _found(t, pool)]
     return len(found) / len(informative), found, missing
@@ -139,7 +185,7 @@ def informative_recall(reference: str, candidate: str, *, ignore: str = "") -> t
 def keyword_containment(keywords: Iterable[str], text: str) -> tuple[float, list[str], list[str]]:
     """Share of ``keywords`` contained in ``text`` (all of a keyword's tokens present; punctuation-only keywords by
     case-folded substring). Returns (score, found, missing); 1.0 for no keywords."""
-    pool = tokens(text)
+    pool = _Pool(tokens(text))
     folded = (text or "").casefold()
     found: list[str] = []
     missing: list[str] = []
@@ -152,17 +198,25 @@ def keyword_containment(keywords: Iterable[str], text: str) -> tuple[float, list
 
 
 def _numbers_in(value: Any) -> list[Number]:
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, (int, float)):
-        return [Number(float(value), 12)]
-    if isinstance(value, str):
-        return [t for t in tokens(value) if isinstance(t, Number)]
-    if isinstance(value, Mapping):
-        return [n for v in value.values() for n in _numbers_in(v)]
-    if isinstance(value, (list, tuple)):
-        return [n for v in value for n in _numbers_in(v)]
-    return []
+    """Every number in a JSON-like value (iterative: tool results come from the agent under test)."""
+    found: list[Number] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, (int, float)):
+            try:
+                found.append(Number(float(item), 12))
+            except OverflowError:  # an integer beyond the float range
+                found.append(Number(math.inf if item > 0 else -math.inf, 12))
+        elif isinstance(item, str):
+            found.extend(t for t in tokens(item) if isinstance(t, Number))
+        elif isinstance(item, Mapping):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+    return found
 
 
 # --- per-prompt rules ----------------------------------------------------------------------------------------------
@@ -195,8 +249,10 @@ def response_faithfulness(inputs: Mapping[str, Any]) -> dict[str, Any]:
         raise LexicalUnsupported(
             "lexical judge: nothing to check (no expected keywords and no figures in the response)"
         )
-    support = [n for call in inputs.get("tool_calls") or [] for n in _numbers_in(call.get("result"))]
-    support += [n for call in inputs.get("tool_calls") or [] for n in _numbers_in(call.get("arguments"))]
+    support = _Pool(n for call in inputs.get("tool_calls") or [] for n in _numbers_in(call.get("result")))
+    for call in inputs.get("tool_calls") or []:
+        for n in _numbers_in(call.get("arguments")):
+            support.add(n)
     supported = [n for n in stated if _found(n, support)]
     score = len(supported) / len(stated)
     return {"score": score,
@@ -241,7 +297,7 @@ def topic_classification(inputs: Mapping[str, Any]) -> dict[str, Any]:
     references = [content_tokens(str(r)) for r in inputs.get("reference_topics") or []]
     result = []
     for topic in inputs.get("topics") or []:
-        pool = content_tokens(str(topic))
+        pool = _Pool(content_tokens(str(topic)))
         result.append(any(any(_found(t, pool) for t in ref) for ref in references))
     return {"in_reference": result}
 

@@ -9,10 +9,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings, RetryPolicy
+from green_agent.operator_auth import OperatorToken, bearer_header
 from green_agent.server import create_app
+from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent
 from white_agent.server import TurnAgent
@@ -21,6 +24,8 @@ from white_agent.server import create_app as create_white_app
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_CSV = REPO / "scenarios" / "finance_suite.csv"
 FAST_RETRY = RetryPolicy(max_retries=2, backoff_base_s=0.0, backoff_max_s=0.01, timeout_s=10.0)
+OPERATOR_HEADERS = bearer_header(TEST_OPERATOR_TOKEN)
+"""What an operator's HTTP client sends: /run and /evaluations/* need the green agent's operator token."""
 
 # The seed's README "Test Example / Using Groq" request (Fair-Forge examples/agentic/aws-lambda/README.md): two
 # responses (agent_response_1, agent_response_2) of a calculator agent to "What is 5 + 3?", config threshold 0.7,
@@ -72,14 +77,22 @@ def seed_request() -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def green_server(tmp_path: Path, settings: EvaluationsSettings) -> AsyncIterator[str]:
-    """The green agent's app with the evaluations component, on loopback; yields its base URL."""
+async def green_server(tmp_path: Path, settings: EvaluationsSettings, **app_options: Any) -> AsyncIterator[str]:
+    """The green agent's app with the evaluations component and the test operator token, on loopback; yields its
+    base URL. ``app_options`` go to :func:`green_agent.server.create_app` (e.g. ``limits``)."""
     component = EvaluationsComponent(settings)
+    token = OperatorToken(TEST_OPERATOR_TOKEN)
     async with serve_app_factory(
-        lambda url: create_app(url, runs_dir=tmp_path / "runs", scoring_workers=1, components=[component]),
+        lambda url: create_app(url, runs_dir=tmp_path / "runs", scoring_workers=1, components=[component],
+                               operator_token=token, **app_options),
         startup_timeout_s=120,
     ) as url:
         yield url
+
+
+def operator_client(url: str, timeout: float = 30.0, **options: Any) -> httpx.AsyncClient:
+    """An HTTP client for the green agent at ``url`` that authenticates as the operator (bearer header)."""
+    return httpx.AsyncClient(base_url=url, timeout=timeout, headers=OPERATOR_HEADERS, **options)
 
 
 def judge_settings(tmp_path: Path, **overrides: Any) -> JudgeSettings:

@@ -12,6 +12,7 @@ import pytest
 
 from green_agent.evaluations import EvaluationsSettings
 from tests.evaluations.conftest import SAMPLE_CSV, green_server, judge_settings, white_agent
+from tests.support import TEST_OPERATOR_TOKEN
 from white_agent.finance.agent import FinanceAgent
 from white_agent.protocol import GreenTurn
 from white_agent.server import AgentReply
@@ -66,7 +67,14 @@ async def test_page_uploads_streams_live_and_downloads_json(tmp_path: Path) -> N
             page = await context.new_page()
             errors: list[str] = []
             page.on("pageerror", lambda error: errors.append(str(error)))
-            await page.goto(f"{url}/evaluations/")
+            # the operator opens the page once with the token; the cookie it sets authenticates the page's requests
+            await page.goto(f"{url}/evaluations/?token={TEST_OPERATOR_TOKEN}")
+            await page.wait_for_function("!window.location.search")
+            assert page.url == f"{url}/evaluations/"  # the token left the address bar
+            cookies = await context.cookies()
+            assert [(c["name"], c["httpOnly"], c["sameSite"]) for c in cookies] == [("arena_operator", True, "Strict")]
+            assert await page.evaluate("document.cookie") == ""  # HttpOnly: no script can read it
+            await page.locator("#sample-hint").wait_for(state="visible")  # /evaluations/config answered
             await page.fill("#agent-url", white)
 
             # drag and drop the CSV onto the drop zone
@@ -114,5 +122,10 @@ async def test_page_uploads_streams_live_and_downloads_json(tmp_path: Path) -> N
             assert [c["test_id"] for c in results["cases"]] == [f"fin-{i:03d}" for i in range(1, total + 1)]
             assert results["agent_url"] == white
             assert errors == []
+
+            # a browser without the cookie gets the 401, not the page
+            stranger = await browser.new_context()
+            refused = await (await stranger.new_page()).goto(f"{url}/evaluations/")
+            assert refused is not None and refused.status == 401
         finally:
             await browser.close()

@@ -10,7 +10,14 @@ from typing import Any
 import httpx
 
 from green_agent.evaluations import EvaluationsSettings
-from tests.evaluations.conftest import SAMPLE_CSV, finance_agent, green_server, judge_settings, white_agent
+from tests.evaluations.conftest import (
+    SAMPLE_CSV,
+    finance_agent,
+    green_server,
+    judge_settings,
+    operator_client,
+    white_agent,
+)
 from tests.support.fake_openai import error_reply, make_fake_openai
 from tests.support.servers import serve_app
 from white_agent.protocol import GreenTurn
@@ -39,7 +46,7 @@ async def test_event_sequence_against_the_finance_agent(tmp_path: Path) -> None:
     settings = EvaluationsSettings(judge=judge_settings(tmp_path))
     csv = SAMPLE_CSV.read_bytes()
     async with finance_agent() as white, green_server(tmp_path, settings) as url, \
-            httpx.AsyncClient(base_url=url, timeout=60) as client:
+            operator_client(url, timeout=60) as client:
         events = await _events(client, csv, agent_url=white, concurrency="1")
         concurrent = await _events(client, csv, agent_url=white, concurrency="8")
 
@@ -111,7 +118,7 @@ async def test_missing_trace_agent_failure_and_unscored_judge(tmp_path: Path) ->
         connector = json.dumps({"class_path": "langchain_openai.chat_models.ChatOpenAI",
                                 "params": {"model": "judge", "api_key": "sk-test"}})
         async with white_agent(NoTraceAgent()) as white, green_server(tmp_path, settings) as url, \
-                httpx.AsyncClient(base_url=url, timeout=60) as client:
+                operator_client(url, timeout=60) as client:
             lexical = await _events(client, csv, agent_url=white, concurrency="1")
             judged = await _events(client, csv, agent_url=white, concurrency="1", judge="llm", connector=connector)
 

@@ -8,11 +8,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from green_agent.evaluations import EvaluationsSettings
-from tests.evaluations.conftest import SEED_GROQ_KEY, green_server, judge_settings
+from tests.evaluations.conftest import SEED_GROQ_KEY, green_server, judge_settings, operator_client
 from tests.support.fake_openai import error_reply, make_fake_openai, text_reply
 from tests.support.servers import serve_app
 
@@ -51,7 +50,7 @@ async def test_every_run_error_message(tmp_path: Path, seed_request: dict[str, A
         ({**seed_request, "config": {"tool_weights": {"speed": 1.0}}}, 400,
          "Agentic evaluation failed: tool_weights has unknown component"),
     ]
-    async with green_server(tmp_path, settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+    async with green_server(tmp_path, settings) as url, operator_client(url, timeout=30) as client:
         for body, status, message in cases:
             response = await client.post("/run", json=body)
             assert response.status_code == status, (message, response.text)
@@ -66,7 +65,7 @@ async def test_every_run_error_message(tmp_path: Path, seed_request: dict[str, A
 
 async def test_seed_groq_example_answered_by_the_lexical_judge(tmp_path: Path, seed_request: dict[str, Any]) -> None:
     settings = EvaluationsSettings(judge=judge_settings(tmp_path, offline=True))
-    async with green_server(tmp_path, settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+    async with green_server(tmp_path, settings) as url, operator_client(url, timeout=30) as client:
         response = await client.post("/run", json=seed_request)
     assert response.status_code == 200, response.text
     body = response.json()
@@ -100,7 +99,7 @@ async def test_seed_groq_example_answered_by_the_lexical_judge(tmp_path: Path, s
 async def test_seed_groq_example_with_k2_gets_a_verdict(tmp_path: Path, seed_request: dict[str, Any]) -> None:
     seed_request["config"]["k"] = 2
     settings = EvaluationsSettings(judge=judge_settings(tmp_path, offline=True))
-    async with green_server(tmp_path, settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+    async with green_server(tmp_path, settings) as url, operator_client(url, timeout=30) as client:
         body = (await client.post("/run", json=seed_request)).json()
     agg = body["aggregated_metrics"]
     assert agg["pass_at_k"] == 1.0 and agg["pass_pow_k"] == 1.0
@@ -115,7 +114,7 @@ async def test_api_key_is_never_echoed_or_logged(tmp_path: Path, seed_request: d
     fake = make_fake_openai(lambda body: error_reply(401, f"Incorrect API key provided: {SEED_GROQ_KEY}"))
     async with serve_app(fake) as fake_url:
         settings = EvaluationsSettings(judge=judge_settings(tmp_path, base_url_overrides={"groq": fake_url + "/v1"}))
-        async with green_server(tmp_path, settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        async with green_server(tmp_path, settings) as url, operator_client(url, timeout=30) as client:
             judged = await client.post("/run", json=seed_request)
             bad_connector = copy.deepcopy(seed_request)
             bad_connector["connector"]["class_path"] = "langchain_groq.chat_models.NotAModel"
@@ -145,7 +144,7 @@ async def test_judge_failing_forever_leaves_conversations_unscored_not_failed(
     fake = make_fake_openai(lambda body: error_reply(500, "upstream down"))
     async with serve_app(fake) as fake_url:
         settings = EvaluationsSettings(judge=judge_settings(tmp_path, base_url_overrides={"groq": fake_url + "/v1"}))
-        async with green_server(tmp_path, settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        async with green_server(tmp_path, settings) as url, operator_client(url, timeout=30) as client:
             body = (await client.post("/run", json=seed_request)).json()
     assert body["success"] is True
     for conversation in body["per_conversation_metrics"]:
@@ -166,7 +165,7 @@ async def test_llm_judge_scores_through_the_connector(tmp_path: Path, seed_reque
         settings = EvaluationsSettings(judge=judge_settings(tmp_path, base_url_overrides={"groq": fake_url + "/v1"}))
         seed_request["config"]["use_structured_output"] = False
         seed_request["config"]["k"] = 1
-        async with green_server(tmp_path, settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        async with green_server(tmp_path, settings) as url, operator_client(url, timeout=30) as client:
             body = (await client.post("/run", json=seed_request)).json()
     scores = sorted(c["correctness_scores"][0] for c in body["per_conversation_metrics"])
     assert scores == [0.2, 0.95]

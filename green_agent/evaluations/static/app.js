@@ -1,8 +1,14 @@
 // Arena CSV evaluations page: upload a suite, stream results over SSE (fetch + ReadableStream), show and download them.
 // Safety rule: everything that comes from the agent, the judge or the CSV is rendered with textContent, never as HTML.
+// Authentication: the page is opened once as /evaluations/?token=<operator token>; the server answers with an
+// HttpOnly SameSite=Strict cookie, which every same-origin request below carries. The token is then removed from
+// the address bar (and so from the history and from bookmarks).
 "use strict";
 
 (function () {
+  if (new URLSearchParams(window.location.search).has("token")) {
+    window.history.replaceState(null, "", window.location.pathname + window.location.hash);
+  }
   const $ = (id) => document.getElementById(id);
   const state = { file: null, cases: [], summary: null, error: null, running: false, total: 0, done: 0,
                   agentUrl: "", fileName: "", startedAt: null };

@@ -227,9 +227,10 @@ class CappedTransport(httpx.AsyncBaseTransport):
 
 def capped_http_client(*, max_bytes: int, max_connections: int, timeout_s: float = 30.0) -> httpx.AsyncClient:
     """An HTTP client for talking to white agents: bounded reply bodies, no proxies from the environment."""
-    transport = CappedTransport(
-        httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=max_connections)), max_bytes=max_bytes
-    )
+    # Idle connections are dropped after 1 s, well before common servers close them (uvicorn: 5 s): reusing a
+    # connection the server is closing fails the request with a bare ReadError, which would be blamed on the agent.
+    limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=1.0)
+    transport = CappedTransport(httpx.AsyncHTTPTransport(limits=limits), max_bytes=max_bytes)
     return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=transport)
 
 

@@ -248,8 +248,6 @@ async def run_assessment(
                     break
                 if stream.state in _INTERRUPTED_STATES:
                     break
-        except A2AError as error:  # a JSON-RPC error answer: the green agent refused (e.g. no operator token)
-            raise AssessmentError(f"the green agent at {green_url} refused the request: {error.message}") from error
         except A2AClientError as error:
             cause = error.__cause__
             detail = f"{error}" + (f" ({type(cause).__name__}: {cause})" if cause else "")
@@ -260,6 +258,8 @@ async def run_assessment(
             raise AssessmentError(f"lost the connection to the green agent at {green_url}: {detail}") from error
         except httpx.HTTPError as error:
             raise AssessmentError(f"lost the connection to the green agent at {green_url}: {error}") from error
+        except A2AError as error:  # a JSON-RPC error answer: the green agent refused (e.g. no operator token)
+            raise AssessmentError(f"the green agent at {green_url} refused the request: {error.message}") from error
         finally:
             await client.close()
     if stream.state not in TERMINAL_STATES and stream.state != "message" and stream.state not in _INTERRUPTED_STATES:

@@ -32,6 +32,7 @@ import psutil
 import pytest
 from rich.console import Console
 
+from green_agent.config import load_scenario, remote_config_dict
 from launcher.ports import free_port, free_ports, loopback_url
 from launcher.processes import ProcessGroup, wait_until_ready
 from launcher.run_command import BattleDisplay, RunOptions, green_agent_argv, start_agent, white_agent_argv
@@ -170,9 +171,7 @@ async def run_battle(backend_url: str, agents: Agents) -> BattleRun:
         green = await _checked(await http.post("/agents", json={
             "alias": GREEN_ALIAS, "agent_url": agents.green_url, "launcher_url": agents.green_launcher,
             "is_green": True, "participant_requirements": WHITE_REQUIREMENT, "battle_timeout": 600}), 201)
-        from green_agent.config import load_scenario
-
-        config = load_scenario(SCENARIO).pass_k_config.model_dump(mode="json")
+        config = remote_config_dict(load_scenario(SCENARIO).pass_k_config)  # what a remote config may say
         created = await _checked(await http.post("/battles", json={
             "green_agent_id": green["agent_id"],
             "opponents": [{"name": "white_agent", "agent_id": white["agent_id"]}],

@@ -8,9 +8,19 @@ that passed it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 MAX_NAME_CHARS = 256
 """Names, aliases, ids and roles: far more than any real one, small enough to show in a page or an error."""
@@ -125,7 +135,8 @@ class BattleEvent(BaseModel):
     is_result: bool
     message: str | None = None
     reported_by: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
-    timestamp: str | None = Field(default=None, max_length=64)
+    timestamp: Annotated[StrictStr, Field(max_length=64)] | StrictInt | StrictFloat | None = None
+    """ISO 8601 text or a Unix time number (AgentBeats 1.2.6 accepts both); stored as posted."""
     detail: Any = None
     markdown_content: str | None = None
     winner: str | None = Field(default=None, max_length=MAX_NAME_CHARS)

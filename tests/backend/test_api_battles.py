@@ -3,6 +3,8 @@ events, the result, ELO and unlocking."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.backend.conftest import Arena, RunningBackend, progress, result
 
 
@@ -226,3 +228,21 @@ async def test_agent_without_launcher_needs_no_reset(arena: Arena) -> None:
     battle_id = await arena.battle(green, ("white_agent", white))
     await arena.started(green, battle_id)
     assert (await arena.get(battle_id))["state"] == "running"
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "status"),
+    [(1763769600, 204), (1763769600.25, 204), ("2026-11-22T00:00:00Z", 204), (True, 422), ({"t": 1}, 422)],
+)
+async def test_progress_timestamps_are_iso_text_or_unix_numbers(arena: Arena, timestamp: object, status: int) -> None:
+    """AgentBeats 1.2.6 takes a numeric timestamp (204); so do we, storing it as posted. Other types name the field."""
+    green, white = await arena.pair()
+    battle_id = await arena.battle(green, ("white_agent", white))
+    await arena.started(green, battle_id)
+    response = await arena.post(battle_id, progress("numbered", timestamp=timestamp))
+    assert response.status_code == status, response.text
+    if status == 422:
+        assert ["body", "timestamp"] in [e["loc"][:2] for e in response.json()["detail"]]
+        return
+    events = [e for e in (await arena.get(battle_id))["interact_history"] if e.get("message") == "numbered"]
+    assert [e["timestamp"] for e in events] == [timestamp]

@@ -86,8 +86,12 @@ class Battle:
         self._finished: list[AttemptResult] = []
         self._cancel_requested = False
         self.attempts_total = 0
-        self.attempts_done = 0
         self.markdown: str | None = None
+
+    @property
+    def attempts_done(self) -> int:
+        """Attempts finished so far (each one is kept, also when the battle is cancelled)."""
+        return len(self._finished)
 
     def request_cancel(self) -> None:
         """Stop the battle: attempts in flight are cancelled, and it ends with a partial result (``cancelled``)."""
@@ -162,7 +166,6 @@ class Battle:
                     log.exception("attempt %s/%s raised", key, attempt)
                     result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
                 self._finished.append(result)  # kept even if a cancel lands while the event below is sent
-                self.attempts_done += 1
                 detail = f"\n   ↳ Error: {result.failure.detail}" if result.failure and result.failure.detail else ""
                 await self.emit(
                     "attempt_finished",

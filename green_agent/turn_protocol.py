@@ -422,7 +422,10 @@ def parse_action(text: str | None, data_parts: list[dict[str, Any]]) -> Action:
     ``data_parts`` are the reply's A2A data parts; when one of them is an action object it wins and the text is
     not read at all.
     """
-    data_actions = [_to_action(part, "data") for part in data_parts if _is_data_action(part)]
+    candidates = [part for part in data_parts if _is_data_action(part)]
+    for part in candidates:  # numbers arrive as doubles (no long integers), but nesting is the agent's choice
+        _check_depth(part, "in a data part")
+    data_actions = [_to_action(part, "data") for part in candidates]
     if data_actions:
         return _single(data_actions, "in the data parts")
     text = text or ""

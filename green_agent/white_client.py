@@ -258,14 +258,7 @@ def _cause_of_type(error: BaseException, kind: type[_E]) -> _E | None:
 
 def _httpx_cause(error: BaseException) -> httpx.HTTPError | None:
     """The httpx exception an SDK exception wraps, if any (walks ``__cause__``/``__context__``)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, httpx.HTTPError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+    return _cause_of_type(error, httpx.HTTPError)
 
 
 def _classify(error: Exception, *, url: str, timeout_s: float) -> WhiteAgentError:

@@ -38,7 +38,7 @@ from copy import deepcopy
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import TypeAdapter
 
@@ -71,6 +71,9 @@ SCORED_TERMINATIONS: frozenset[str] = frozenset({TerminationReason.USER_STOP.val
 """The termination reasons tau2's evaluator scores; the others get reward 0 without any check."""
 
 Requestor = Literal["assistant", "user"]
+
+LARGE_ARGUMENTS_CHARS = 64 * 1024
+"""Tool arguments longer than this (as JSON) are handed to the sandbox from a worker thread."""
 
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
@@ -217,7 +220,7 @@ class AttemptEnvironment:
         """Stop the sandbox process (idempotent). The recorded trajectory stays readable."""
         await self._sandbox.aclose()
 
-    async def __aenter__(self) -> AttemptEnvironment:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -293,7 +296,7 @@ class AttemptEnvironment:
             self._errors += 1
             return ToolOutcome(content="Error: tool arguments must be a JSON object", error=True)
         try:
-            json.dumps(arguments)
+            encoded_size = len(json.dumps(arguments))
         except (TypeError, ValueError):
             self._errors += 1
             return ToolOutcome(content="Error: tool arguments must be JSON values", error=True)
@@ -304,7 +307,8 @@ class AttemptEnvironment:
         participant = AssistantMessage if requestor == "assistant" else UserMessage
         self._messages.append(participant(role=requestor, content=None, tool_calls=[call]))
         try:
-            answer = await self._sandbox.call(call.model_dump(mode="json"), timeout_s=self._tool_timeout_s)
+            answer = await self._sandbox.call(call.model_dump(mode="json"), timeout_s=self._tool_timeout_s,
+                                              large=encoded_size > LARGE_ARGUMENTS_CHARS)
         except ToolFault as fault:
             shown = _shown_call(name, arguments)
             self._fault = ToolFault(fault.kind, f"tool call {shown}: {fault.detail}", requestor=requestor, tool=name)

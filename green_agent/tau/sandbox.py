@@ -153,11 +153,14 @@ class ToolSandbox:
     def alive(self) -> bool:
         return self._dead is None
 
-    async def call(self, call: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
-        """Run one tool call (tau2 ``ToolCall`` JSON); the ``ToolMessage`` JSON, or :class:`ToolFault`."""
+    async def call(self, call: dict[str, Any], *, timeout_s: float, large: bool = False) -> dict[str, Any]:
+        """Run one tool call (tau2 ``ToolCall`` JSON); the ``ToolMessage`` JSON, or :class:`ToolFault`.
+
+        ``large``: the arguments are big enough (the caller knows their encoded size) that pickling and writing
+        them to the pipe should happen in a worker thread."""
         requestor, tool = str(call.get("requestor", "assistant")), str(call.get("name", "?"))
         try:
-            answer = await self.request({"op": "call", "call": call}, timeout_s=timeout_s)
+            answer = await self.request({"op": "call", "call": call}, timeout_s=timeout_s, off_loop=large)
         except ToolFault as fault:
             raise ToolFault(fault.kind, fault.detail, requestor=requestor, tool=tool) from None
         if "resource" in answer:
@@ -168,14 +171,16 @@ class ToolSandbox:
             raise SandboxError(f"tool sandbox: {answer['error']}")
         return answer["ok"]  # type: ignore[no-any-return]
 
-    async def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+    async def request(self, message: dict[str, Any], *, timeout_s: float, off_loop: bool = False) -> dict[str, Any]:
         """Send ``message`` and wait at most ``timeout_s`` for the answer; kill the process when it is late."""
         async with self._lock:
             if self._dead is not None:
                 raise ToolFault("crashed", f"the tool sandbox is gone ({self._dead})", requestor="?", tool="?")
             loop = asyncio.get_running_loop()
             try:
-                await asyncio.to_thread(self._connection.send, message) if _large(message) else \
+                if off_loop:
+                    await asyncio.to_thread(self._connection.send, message)
+                else:
                     self._connection.send(message)
             except (OSError, ValueError) as error:
                 await self._mark_dead(f"its pipe broke: {error}")
@@ -233,12 +238,6 @@ class ToolSandbox:
                 process.join(5.0)
 
         await asyncio.to_thread(stop)
-
-
-def _large(message: dict[str, Any]) -> bool:
-    """Whether sending may take long enough to matter on the loop (big tool arguments)."""
-    call = message.get("call")
-    return isinstance(call, dict) and len(repr(call.get("arguments"))) > 64 * 1024
 
 
 def _ensure_fork_server(context: Any) -> None:

@@ -235,6 +235,15 @@ def test_hostile_numbers_and_nesting_are_format_errors(text: str, reason: str) -
     assert reason in caught.value.reason
 
 
+def test_deep_data_part_actions_are_format_errors() -> None:
+    deep: dict[str, Any] = {"a": 1}
+    for _ in range(40):
+        deep = {"a": deep}
+    with pytest.raises(ActionParseError) as caught:
+        parse_action(None, [{"name": "t", "arguments": deep}])
+    assert "nested more than 32 levels deep" in caught.value.reason
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from launcher.assessment_client import run_assessment
+from launcher.cli.assessment_client import run_assessment
 from launcher.ports import free_ports, loopback_url
 from launcher.processes import ProcessGroup
 

@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings, run_agentic
-from green_agent.operator_auth import OperatorToken, bearer_header
-from green_agent.server import create_app
+from green_agent.service.operator_auth import OperatorToken, bearer_header
+from green_agent.service.a2a_server import create_app
 from launcher.ports import free_port, loopback_url
 from launcher.processes import ProcessGroup
 from tests.support.servers import serve_app_factory

@@ -38,11 +38,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from green_agent.mcp import McpComponent
-from green_agent.operator_auth import OperatorToken, bearer_header
-from green_agent.server import create_app
-from green_agent.tau.environment import AttemptEnvironment
-from green_agent.tau.tasks import resolve_task
+from green_agent.service.mcp import McpComponent
+from green_agent.service.operator_auth import OperatorToken, bearer_header
+from green_agent.service.a2a_server import create_app
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.tasks import resolve_task
 from launcher.ports import free_ports, loopback_url
 from launcher.processes import ProcessGroup
 from white_agent.protocol import McpConnector, McpEndpointInfo

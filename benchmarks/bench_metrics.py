@@ -26,7 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from green_agent.metrics import ToolCall, match_tool_calls, summarize_trials
+from green_agent.evaluations.metrics import ToolCall, match_tool_calls
+from green_agent.statistics import summarize_trials
 
 
 def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:

@@ -56,7 +56,7 @@ FAULTS: tuple[str, ...] = (
     "drop_final",
     "partial_final",
 )
-"""Every fault, in the fixed order the cumulative draw walks (the order of green_agent.config.FlakyFault)."""
+"""Every fault, in the fixed order the cumulative draw walks (the order of launcher.cli.scenario.FlakyFault)."""
 
 TURN_FAULTS = frozenset({"malformed_reply", "no_reply", "crash", "report_failure"})
 """Faults that strike at one chosen turn."""

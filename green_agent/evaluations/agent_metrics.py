@@ -11,7 +11,7 @@ that scored it, with each judge's own score and explanation kept):
   the judge infers the conversation's end state (and the user's goal), then decides whether the end state achieves
   the reference outcome (with reference) or the inferred goal (without). Score 1.0 or 0.0.
 - ``tool_call_accuracy`` (mode ``strict`` or ``flexible``): deterministic, no judge. The AI messages' tool calls, in
-  order, against ``reference_tool_calls`` with :func:`green_agent.metrics.match_tool_calls` (optimal matching;
+  order, against ``reference_tool_calls`` with :func:`green_agent.statistics.match_tool_calls` (optimal matching;
   strict = equal canonical arguments, flexible = argument score >= ``argument_match_threshold``, 0.8). Score = F1;
   precision, recall, order score and mean argument score are reported beside it.
 - ``topic_adherence`` (mode ``f1``, ``precision`` or ``recall``): the judge lists the topics the user raised, says
@@ -40,7 +40,7 @@ from green_agent.evaluations.prompts import (
     TOPIC_EXTRACTION,
     TOPIC_REFUSAL,
 )
-from green_agent.metrics import MatchMode, match_tool_calls
+from green_agent.evaluations.metrics import MatchMode, match_tool_calls
 
 MetricName = Literal[
     "agent_goal_accuracy",

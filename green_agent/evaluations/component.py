@@ -1,4 +1,4 @@
-"""The evaluations' HTTP surface, mounted on the green agent's server as a :class:`green_agent.server.Component`.
+"""The evaluations' HTTP surface, mounted on the green agent's server as a :class:`green_agent.service.a2a_server.Component`.
 
 Routes:
     POST /run                      Fair-Forge-compatible conversation evaluation (JSON in, JSON out)
@@ -50,8 +50,8 @@ from green_agent.evaluations.csv_suite import MAX_BYTES, MAX_CASES, CsvLimits, C
 from green_agent.evaluations.fairforge import RunError, RunLimits, error_body, run_agentic
 from green_agent.evaluations.judge import Judge, JudgeCache, JudgeSettings, LexicalJudge, LlmJudge
 from green_agent.evaluations.safe_json import MAX_JSON_DEPTH, JsonRefused, loads_bounded, wire_safe
-from green_agent.registry import BattleRegistry
-from green_agent.white_client import DEFAULT_MAX_REPLY_BYTES
+from green_agent.service.running_battles import BattleRegistry
+from green_agent.engine.white_client import DEFAULT_MAX_REPLY_BYTES
 
 logger = logging.getLogger(__name__)
 

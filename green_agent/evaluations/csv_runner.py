@@ -3,7 +3,7 @@
 Each test case's query goes to the agent as a new A2A message in a fresh context (no case sees another's history),
 at most ``concurrency`` at a time, each within ``case_timeout_s``. The agent reports its tool calls in a data part
 ``{"tool_calls": [{"name", "arguments", "result"}, ...]}``; a reply without it is scored as having called no tool,
-with a note saying the trace was missing. Scores per case are FinAgent's (:func:`green_agent.metrics.finagent_case_score`):
+with a note saying the trace was missing. Scores per case are FinAgent's (:func:`green_agent.statistics.finagent_case_score`):
 tool selection, argument match and the judge's faithfulness, overall = their mean, passed when overall >= 0.7.
 
 Outcomes per case: ``passed`` / ``failed``; ``errored`` when the agent could not be reached, timed out or reported a
@@ -34,8 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from green_agent.evaluations.csv_suite import CsvCase, CsvSuite
 from green_agent.evaluations.judge import Judge, JudgeOutcome
 from green_agent.evaluations.prompts import RESPONSE_FAITHFULNESS
-from green_agent.metrics import FinAgentCaseScore, finagent_case_score, finagent_errored_case, summarize_finagent
-from green_agent.white_client import (
+from green_agent.evaluations.metrics import FinAgentCaseScore, finagent_case_score, finagent_errored_case, summarize_finagent
+from green_agent.engine.white_client import (
     DEFAULT_MAX_REPLY_BYTES,
     WhiteAgentClient,
     WhiteAgentError,

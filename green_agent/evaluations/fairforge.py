@@ -14,12 +14,12 @@ Semantics (the seed's, with the harness's fixes):
   incorrect, and UNSCORED otherwise (some interaction could not be judged and none failed). Unscored conversations
   are infrastructure errors: reported and counted, left out of n, never counted as failures or dropped;
 - tool correctness per interaction with ground_truth_agentic comes from
-  :func:`green_agent.metrics.fair_forge_tool_correctness` (duplicates matched optimally, sequence by relative order,
+  :func:`green_agent.statistics.fair_forge_tool_correctness` (duplicates matched optimally, sequence by relative order,
   "expected tools but none used" scores 0 rather than null); as in the seed it is reported, not part of the
   conversation's correctness;
 - across conversations (n scored, c correct): pass@k and pass^k are the unbiased estimators of the metrics library,
   null when n < k with a warning; the seed's plug-in forms 1-(1-c/n)^k and (c/n)^k are given beside them, labelled
-  as projections; the interpretation is :func:`green_agent.metrics.interpret` at that k.
+  as projections; the interpretation is :func:`green_agent.statistics.interpret` at that k.
 
 Errors (the seed's exact messages, in the seed's order): "No connector configuration provided",
 "connector.class_path is required", "Failed to create LLM connector: ...", "No datasets provided",
@@ -47,8 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from green_agent.evaluations.connectors import ConnectorError, ResolvedConnector, redact, resolve_connector
 from green_agent.evaluations.judge import Judge, JudgeCache, JudgeOutcome, JudgeSettings, LexicalJudge, LlmJudge
 from green_agent.evaluations.prompts import ANSWER_CORRECTNESS
-from green_agent.metrics import (
-    fair_forge_tool_correctness,
+from green_agent.evaluations.metrics import fair_forge_tool_correctness
+from green_agent.statistics import (
     interpret,
     pass_at_k,
     pass_hat_k,

@@ -37,7 +37,7 @@ ASSESSMENT_SCENARIOS = sorted(AGENTBEATS_SCENARIOS.glob("assessment_*.toml"))
 CONVENTION_PORTS = {"backend": 9000, "white": 9004, "green": 9006, "green_launcher": 9111, "white_launcher": 9210}
 """The AgentBeats port conventions (shared notes: agentbeats.md)."""
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
-CONSOLE_SCRIPTS = {"arena": "launcher.cli:app", "arena-green": "green_agent.__main__:main",
+CONSOLE_SCRIPTS = {"arena": "launcher.cli.app:app", "arena-green": "green_agent.service.main:main",
                    "arena-white": "white_agent.__main__:main"}
 
 # -- YAML and variable substitution ---------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def _parse_module(module: str, args: list[str]) -> ParsedCommand:
         return ParsedCommand("python -m battle_backend", None, _argparse_of(backend_main, args, "battle_backend"),
                              ["python", "-m", module, *args])
     if module == "green_agent":
-        from green_agent.__main__ import main as green_main
+        from green_agent.service.main import main as green_main
 
         return ParsedCommand("arena-green", None, _argparse_of(green_main, args, "arena-green"), ["arena-green", *args])
     if module == "white_agent":

@@ -20,9 +20,10 @@ from urllib.parse import urlsplit
 import pytest
 from typer.testing import CliRunner
 
-from green_agent.config import load_scenario, parse_battle_config
-from launcher.assessment_client import run_assessment
-from launcher.cli import app
+from green_agent.engine.config import parse_battle_config
+from launcher.cli.scenario import load_scenario
+from launcher.cli.assessment_client import run_assessment
+from launcher.cli.app import app
 from launcher.ports import free_ports
 from launcher.processes import ProcessGroup, wait_until_ready
 from tests.deploy.deploy_support import (

@@ -24,8 +24,8 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from green_agent.results import BattleResult
-from launcher.cli import app
+from green_agent.engine.results import BattleResult
+from launcher.cli.app import app
 from launcher.ports import free_ports
 from launcher.processes import ManagedProcess, ProcessGroup
 from tests.deploy.conftest import documented_offline_env

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 from starlette.routing import Match
 
-from green_agent.config import load_scenario
+from launcher.cli.scenario import load_scenario
 from tests.deploy.conftest import documented_offline_env
 from tests.deploy.deploy_support import (
     AGENT_CARD_PATH,
@@ -270,8 +270,8 @@ def _serves_get(app: Any, path: str) -> bool:
 
 def test_health_check_urls_are_routes_the_services_serve(projects: dict[str, Any], tmp_path: Path) -> None:
     from battle_backend import BackendSettings, create_app
-    from green_agent.server import create_app as create_green_app
-    from launcher.launcher_server import AgentLauncher, build_launcher_app
+    from green_agent.service.a2a_server import create_app as create_green_app
+    from launcher.agentbeats_launcher import AgentLauncher, build_launcher_app
     from white_agent.app import create_white_agent_app, make_agent
 
     apps = {
@@ -351,8 +351,8 @@ def test_build_context_leaves_out_secrets_and_local_state() -> None:
                  "backend.sqlite3", "tests/deploy/test_compose_static.py", ".git/config", "scratch/x",
                  "green_agent/__pycache__/config.cpython-311.pyc", "scenarios/local.sqlite3"):
         assert dockerignore_excludes(path), path
-    for path in ("pyproject.toml", "README.md", "green_agent/config.py", "battle_backend/templates/base.html",
-                 "white_agent/__main__.py", "launcher/cli.py", "scenarios/offline_demo.toml"):
+    for path in ("pyproject.toml", "README.md", "green_agent/engine/config.py", "battle_backend/templates/base.html",
+                 "white_agent/__main__.py", "launcher/cli/app.py", "scenarios/offline_demo.toml"):
         assert not dockerignore_excludes(path), path
 
 
@@ -416,7 +416,7 @@ def test_runtime_directories_exist_writable_for_the_user_before_volumes_mount(co
 def test_the_default_command_prints_help() -> None:
     from typer.testing import CliRunner
 
-    from launcher.cli import app
+    from launcher.cli.app import app
 
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0 and "register" in result.output and "export" in result.output

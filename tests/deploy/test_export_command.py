@@ -1,5 +1,5 @@
 """``arena export`` on battle results built through the public models and written the way the green agent writes
-them (green_agent.report.write_run_dir): the leaderboard results.json shape, CSV rows, sources, and refusals.
+them (green_agent.engine.report.write_run_dir): the leaderboard results.json shape, CSV rows, sources, and refusals.
 (test_compose_loopback and test_agentbeats_scenarios export run directories of real battles.)"""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from green_agent.metrics import summarize_trials
-from green_agent.report import render_markdown, write_run_dir
-from green_agent.results import (
+from green_agent.statistics import summarize_trials
+from green_agent.engine.report import render_markdown, write_run_dir
+from green_agent.engine.results import (
     AttemptResult,
     BattleResult,
     Failure,
@@ -25,8 +25,8 @@ from green_agent.results import (
     FaultAuthor,
     RewardBreakdown,
 )
-from launcher.cli import app
-from launcher.export_command import CSV_COLUMNS, ExportError, ExportFormat, export_battles
+from launcher.cli.app import app
+from launcher.cli.export_command import CSV_COLUMNS, ExportError, ExportFormat, export_battles
 
 Outcome = tuple[str, FailureCategory | None, str]
 

@@ -18,9 +18,9 @@ from starlette.routing import Mount
 from typer.testing import CliRunner
 
 from battle_backend.testing import FakeA2AAgent, FakeLauncher
-from green_agent.config import ConfigError
-from launcher.cli import app
-from launcher.register_command import RegisterOptions, RegistrationError, register_agents
+from green_agent.engine.config import ConfigError
+from launcher.cli.app import app
+from launcher.cli.register_command import RegisterOptions, RegistrationError, register_agents
 from tests.backend.conftest import RunningBackend, run_backend
 from tests.support.servers import serve_app
 

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings, RetryPolicy
-from green_agent.operator_auth import OperatorToken, bearer_header
-from green_agent.server import create_app
+from green_agent.service.operator_auth import OperatorToken, bearer_header
+from green_agent.service.a2a_server import create_app
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent
@@ -79,7 +79,7 @@ def seed_request() -> dict[str, Any]:
 @contextlib.asynccontextmanager
 async def green_server(tmp_path: Path, settings: EvaluationsSettings, **app_options: Any) -> AsyncIterator[str]:
     """The green agent's app with the evaluations component and the test operator token, on loopback; yields its
-    base URL. ``app_options`` go to :func:`green_agent.server.create_app` (e.g. ``limits``)."""
+    base URL. ``app_options`` go to :func:`green_agent.service.a2a_server.create_app` (e.g. ``limits``)."""
     component = EvaluationsComponent(settings)
     token = OperatorToken(TEST_OPERATOR_TOKEN)
     async with serve_app_factory(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from launcher.cli import app
+from launcher.cli.app import app
 from tests.evaluations.conftest import REPO, SAMPLE_CSV
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from green_agent.evaluations import extract_tool_calls
-from green_agent.white_client import WhiteAgentClient
+from green_agent.engine.white_client import WhiteAgentClient
 from tests.evaluations.conftest import finance_agent, white_agent
 from tests.support.fake_openai import fake_state, make_fake_openai, text_reply, tool_call_reply
 from white_agent.app import make_agent

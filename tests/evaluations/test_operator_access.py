@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from green_agent.evaluations import EvaluationsSettings
-from green_agent.operator_auth import COOKIE_NAME
+from green_agent.service.operator_auth import COOKIE_NAME
 from tests.evaluations.conftest import SAMPLE_CSV, SEED_GROQ_REQUEST, green_server, judge_settings, operator_client
 from tests.support import TEST_OPERATOR_TOKEN
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from green_agent.operator_auth import OperatorToken
-from green_agent.server import create_app
-from launcher.assessment_client import AssessmentOutcome, run_assessment
+from green_agent.service.operator_auth import OperatorToken
+from green_agent.service.a2a_server import create_app
+from launcher.cli.assessment_client import AssessmentOutcome, run_assessment
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from green_agent.config import BattleConfig, ConfigError, Scenario, load_scenario, parse_battle_config
+from green_agent.engine.config import BattleConfig, ConfigError, parse_battle_config
+from launcher.cli.scenario import Scenario, load_scenario
 
 SCENARIOS = sorted(Path(__file__).parents[2].joinpath("scenarios").glob("*.toml"))
 

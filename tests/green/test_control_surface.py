@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from launcher.assessment_client import AssessmentError, run_assessment
+from launcher.cli.assessment_client import AssessmentError, run_assessment
 from tests.green.conftest import assess, white_agent
 from tests.support import TEST_OPERATOR_TOKEN
 

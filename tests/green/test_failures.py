@@ -2,8 +2,8 @@
 
 import pytest
 
-from green_agent.failures import classify_scored, is_success
-from green_agent.results import Failure, FailureCategory, FaultAuthor, RewardBreakdown
+from green_agent.engine.attribution import classify_scored, is_success
+from green_agent.engine.results import Failure, FailureCategory, FaultAuthor, RewardBreakdown
 
 
 def test_success_tolerance() -> None:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from green_agent.config import BattleConfig, UserSimulatorConfig
-from green_agent.operator_auth import OperatorToken
-from green_agent.server import create_app
-from green_agent.tau.tasks import resolve_task
+from green_agent.engine.config import BattleConfig, UserSimulatorConfig
+from green_agent.service.operator_auth import OperatorToken
+from green_agent.service.a2a_server import create_app
+from green_agent.engine.tau.tasks import resolve_task
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.green.conftest import assess, white_agent
 from tests.green.recording_backend import Recorded, make_recording_backend

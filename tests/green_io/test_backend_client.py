@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from green_agent.backend_client import BackendReporter, RetryPolicy, utc_timestamp
+from green_agent.service.backend_client import BackendReporter, RetryPolicy, utc_timestamp
 from tests.support.servers import serve_app
 
 FAST = RetryPolicy(initial_delay_s=0.01, multiplier=2, max_delay_s=0.05, max_attempts=4)

@@ -41,12 +41,12 @@ import pytest_asyncio
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from green_agent.config import BattleConfig
+from green_agent.engine.config import BattleConfig
 from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings, RetryPolicy
-from green_agent.mcp import McpComponent
-from green_agent.operator_auth import OperatorToken
-from green_agent.registry import ServiceLimits
-from green_agent.server import create_app
+from green_agent.service.mcp import McpComponent
+from green_agent.service.operator_auth import OperatorToken
+from green_agent.service.running_battles import ServiceLimits
+from green_agent.service.a2a_server import create_app
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent

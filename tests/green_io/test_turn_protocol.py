@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from green_agent.turn_protocol import (
+from green_agent.engine.turn_protocol import (
     MCP_REPLY_FORMAT,
     REPLY_FORMAT,
     Action,
@@ -260,7 +260,7 @@ def test_deep_data_part_actions_are_format_errors() -> None:
 )
 def test_parser_work_is_linear_in_the_reply(text: str) -> None:
     """400 KB hostile replies: a quadratic parser needs seconds to minutes; counted in decode calls, not seconds."""
-    import green_agent.turn_protocol as protocol
+    import green_agent.engine.turn_protocol as protocol
 
     calls = 0
     real = protocol._decoder.raw_decode

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from starlette.responses import JSONResponse, PlainTextResponse
 
-from green_agent.turn_protocol import parse_action
-from green_agent.white_client import (
+from green_agent.engine.turn_protocol import parse_action
+from green_agent.engine.white_client import (
     WhiteAgentClient,
     WhiteAgentCommunicationError,
     WhiteAgentError,

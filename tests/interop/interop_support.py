@@ -32,10 +32,11 @@ import psutil
 import pytest
 from rich.console import Console
 
-from green_agent.config import load_scenario, remote_config_dict
+from green_agent.engine.config import remote_config_dict
+from launcher.cli.scenario import load_scenario
 from launcher.ports import free_port, free_ports, loopback_url
 from launcher.processes import ProcessGroup, wait_until_ready
-from launcher.run_command import BattleDisplay, RunOptions, green_agent_argv, start_agent, white_agent_argv
+from launcher.cli.run_command import BattleDisplay, RunOptions, green_agent_argv, start_agent, white_agent_argv
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -132,7 +133,7 @@ class Agents:
 
 async def start_agents(group: ProcessGroup, runs_dir: Path, log_dir: Path) -> Agents:
     """The replay white agent and the green agent (``--scenario`` = the interop scenario) behind launchers."""
-    from green_agent.config import load_scenario
+    from launcher.cli.scenario import load_scenario
 
     scenario = load_scenario(SCENARIO)
     white_port, green_port, white_launcher_port, green_launcher_port = free_ports(4)

@@ -21,8 +21,8 @@ import httpx
 import psutil
 import pytest
 
-from green_agent.config import BattleConfig
-from launcher.backend_run import (
+from green_agent.engine.config import BattleConfig
+from launcher.cli.backend_run import (
     EXIT_CONFIG_ERROR,
     EXIT_HARNESS_ERROR,
     EXIT_OK,

@@ -12,7 +12,7 @@ import pytest
 from arena_fake_green import build_app
 from launcher_test_helpers import REPO, pid_alive, serve
 
-from launcher.assessment_client import AssessmentError, build_request_text, run_assessment
+from launcher.cli.assessment_client import AssessmentError, build_request_text, run_assessment
 from launcher.ports import free_port, loopback_url
 from launcher.processes import start_process, stop_process, wait_until_ready
 

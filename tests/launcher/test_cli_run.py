@@ -18,9 +18,9 @@ import pytest
 from launcher_test_helpers import REPO, pid_alive, wait_gone
 from typer.testing import CliRunner
 
-from launcher.cli import app
+from launcher.cli.app import app
 from launcher.ports import free_port, loopback_url
-from launcher.run_command import generate_battle_id, white_agent_argv
+from launcher.cli.run_command import generate_battle_id, white_agent_argv
 
 runner = CliRunner()
 
@@ -93,7 +93,7 @@ def test_llm_white_agent_without_key_is_refused(tmp_path: Path, monkeypatch: pyt
 
 
 def test_white_argv_carries_settings_but_never_key_values() -> None:
-    from green_agent.config import WhiteAgentConfig
+    from launcher.cli.scenario import WhiteAgentConfig
 
     white = WhiteAgentConfig(kind="flaky", seed=7, fault_rates={"crash": 0.1, "skip_action": 0.25})
     argv = white_agent_argv(white, 5555, python="py")

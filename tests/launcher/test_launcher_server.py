@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from launcher.launcher_server import (
+from launcher.agentbeats_launcher import (
     STATUS_RUNNING,
     STATUS_STOPPED,
     AgentLauncher,

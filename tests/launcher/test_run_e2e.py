@@ -12,8 +12,8 @@ import pytest
 from launcher_test_helpers import REPO, subprocess_environment
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("green_agent.server") is None or importlib.util.find_spec("white_agent") is None,
-    reason="needs the green agent (green_agent.server) and the white agents",
+    importlib.util.find_spec("green_agent.service.a2a_server") is None or importlib.util.find_spec("white_agent") is None,
+    reason="needs the green agent (green_agent.service.a2a_server) and the white agents",
 )
 
 SCENARIO = """

@@ -21,9 +21,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from green_agent.mcp import McpComponent
-from green_agent.operator_auth import OperatorToken, bearer_header
-from green_agent.server import create_app
+from green_agent.service.mcp import McpComponent
+from green_agent.service.operator_auth import OperatorToken, bearer_header
+from green_agent.service.a2a_server import create_app
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from green_agent.attempt import ToolEndpoint
-from green_agent.tau.environment import AttemptEnvironment
-from green_agent.tau.tasks import resolve_task
+from green_agent.engine.attempt import ToolEndpoint
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.tasks import resolve_task
 from tests.mcp.conftest import GreenServer, attempt_client, error_text
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

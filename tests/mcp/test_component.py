@@ -14,9 +14,9 @@ import pytest
 from mcp import Client
 from starlette.applications import Starlette
 
-from green_agent.config import BattleConfig, parse_remote_battle_config
-from green_agent.mcp import McpComponent, transport_security
-from green_agent.mcp.security import host_of
+from green_agent.engine.config import BattleConfig, parse_remote_battle_config
+from green_agent.service.mcp import McpComponent, transport_security
+from green_agent.service.mcp.security import host_of
 from tests.support.servers import serve_app
 
 CLIENT_INFO = {"name": "t", "version": "1"}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from green_agent.metrics import compare_trials, summarize_trials
+from green_agent.statistics import compare_trials, summarize_trials
 from tests.mcp.conftest import GreenServer, control, error_text, structured, white_agent
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

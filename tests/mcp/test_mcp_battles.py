@@ -49,7 +49,7 @@ async def test_replay_in_mcp_mode_scores_like_text_mode(green: GreenServer) -> N
 
 async def test_an_a2a_assessment_request_can_use_mcp_mode(green: GreenServer) -> None:
     # The A2A entry point shares the registry, hence the tool gateway, with the MCP control tools.
-    from launcher.assessment_client import run_assessment
+    from launcher.cli.assessment_client import run_assessment
 
     config = {"domain": "airline", "task_id": 0, "k": 2, "calibration": True, "tool_mode": "mcp"}
     async with white_agent("replay") as white:

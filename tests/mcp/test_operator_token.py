@@ -20,8 +20,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from green_agent.tau.environment import AttemptEnvironment
-from green_agent.tau.tasks import resolve_task
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.tasks import resolve_task
 from tests.mcp.conftest import GreenServer, attempt_client, control, structured, white_agent
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -10,10 +10,10 @@ import pytest
 from a2a.helpers import new_data_part, new_text_part
 from a2a.types.a2a_pb2 import Message, Role
 
-from green_agent.attempt import ToolEndpoint
-from green_agent.tau.environment import AttemptEnvironment
-from green_agent.tau.tasks import resolve_task
-from green_agent.turn_protocol import build_first_data, build_first_message
+from green_agent.engine.attempt import ToolEndpoint
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.tasks import resolve_task
+from green_agent.engine.turn_protocol import build_first_data, build_first_message
 from tests.mcp.conftest import GreenServer
 from tests.support.fake_openai import (
     ToolCallSpec,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from green_agent.metrics import TrialsComparison, compare_trials, pass_hat_k
+from green_agent.statistics import TrialsComparison, compare_trials, pass_hat_k
 
 T, F = True, False
 

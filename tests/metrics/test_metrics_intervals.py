@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from green_agent.metrics import bootstrap_mean_interval, standard_error, wilson_interval
+from green_agent.statistics import bootstrap_mean_interval, standard_error, wilson_interval
 
 
 def test_wilson_7_of_10() -> None:

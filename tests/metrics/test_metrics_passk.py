@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from green_agent.metrics import pass_at_k, pass_hat_k
+from green_agent.statistics import pass_at_k, pass_hat_k
 
 
 def exact_pass_at(n: int, c: int, k: int) -> Fraction:

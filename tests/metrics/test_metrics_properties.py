@@ -9,20 +9,16 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from green_agent.metrics import (
-    CanonicalOptions,
-    ToolCall,
+from green_agent.evaluations.metrics import CanonicalOptions, ToolCall, canonicalize, match_tool_calls, values_match
+from green_agent.statistics import (
     VerdictLabel,
-    canonicalize,
     first_k_all_pass,
     has_success_streak,
     interpret,
     longest_success_streak,
-    match_tool_calls,
     pass_at_k,
     pass_hat_k,
     summarize_trials,
-    values_match,
 )
 
 SETTINGS = settings(max_examples=int(os.environ.get("ARENA_METRICS_EXAMPLES", "150")), deadline=None,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from green_agent.metrics import (
+from green_agent.evaluations.metrics import (
     FairForgeToolCorrectness,
     FinAgentSummary,
     ToolCall,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from green_agent.metrics import first_k_all_pass, has_success_streak, longest_success_streak, pass_hat_k
+from green_agent.statistics import first_k_all_pass, has_success_streak, longest_success_streak, pass_hat_k
 
 T, F = True, False
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from green_agent.metrics import TrialsSummary, pass_at_k, pass_hat_k, summarize_trials, wilson_interval
+from green_agent.statistics import TrialsSummary, pass_at_k, pass_hat_k, summarize_trials, wilson_interval
 
 T, F = True, False
 

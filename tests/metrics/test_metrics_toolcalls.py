@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from green_agent.metrics import (
+from green_agent.evaluations.metrics import (
     CanonicalOptions,
     MatchMode,
     ToolCall,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from green_agent.metrics import Verdict, VerdictLabel, VerdictThresholds, interpret, summarize_trials
+from green_agent.statistics import Verdict, VerdictLabel, VerdictThresholds, interpret, summarize_trials
 
 
 @pytest.mark.parametrize(("at", "hat", "label"), [

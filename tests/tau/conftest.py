@@ -11,9 +11,9 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from green_agent.tau.environment import AttemptEnvironment
-from green_agent.tau.scoring import ScoringPool
-from green_agent.tau.tasks import TaskRef
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.engine.tau.tasks import TaskRef
 
 STARTED = "2026-01-01T10:00:00Z"
 ENDED = "2026-01-01T10:00:30Z"

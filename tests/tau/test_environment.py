@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from green_agent.tau.environment import (
+from green_agent.engine.tau.environment import (
     GREETING,
     TERMINATION_REASONS,
     AttemptEnvironment,
 )
-from green_agent.tau.quiet import quiet_tau2
-from green_agent.tau.tasks import resolve_task
+from green_agent.engine.tau.quiet import quiet_tau2
+from green_agent.engine.tau.tasks import resolve_task
 from tests.tau.conftest import ENDED, STARTED
 
 quiet_tau2()

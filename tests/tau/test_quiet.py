@@ -7,12 +7,12 @@ import sys
 
 PROBE = """
 import os
-from green_agent.tau.quiet import quiet_tau2
+from green_agent.engine.tau.quiet import quiet_tau2
 quiet_tau2(); quiet_tau2()
-import green_agent.tau.environment, green_agent.tau.users
-from green_agent.tau.tasks import resolve_task
+import green_agent.engine.tau.environment, green_agent.engine.tau.users
+from green_agent.engine.tau.tasks import resolve_task
 import asyncio
-from green_agent.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.environment import AttemptEnvironment
 env = asyncio.run(AttemptEnvironment.create(resolve_task("retail", "test", 0)))
 asyncio.run(env.call_tool("get_user_details", {"user_id": "nobody"}))
 print("dotenv-disabled-left:", "PYTHON_DOTENV_DISABLED" in os.environ)

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from green_agent.tau.environment import AttemptEnvironment
-from green_agent.tau.sandbox import SandboxFactory, ToolFault
-from green_agent.tau.sandbox_child import _tool_answer
-from green_agent.tau.tasks import resolve_task
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.sandbox import SandboxFactory, ToolFault
+from green_agent.engine.tau.sandbox_child import _tool_answer
+from green_agent.engine.tau.tasks import resolve_task
 
 BOMB = {"expression": "9**9**9"}  # one C-level big-integer power: minutes of CPU holding the GIL
 
@@ -77,7 +77,7 @@ async def test_a_sandbox_that_dies_mid_call_is_a_crash_of_that_call() -> None:
 )
 def test_tool_faults_are_blamed_on_whoever_made_the_call(requestor: str, kind: Any, category: str,
                                                          author: str) -> None:
-    from green_agent.attempt import _tool_fault_stop
+    from green_agent.engine.attempt import _tool_fault_stop
 
     stop = _tool_fault_stop(ToolFault(kind, "tool call calculate(...): killed", requestor=requestor, tool="calculate"))
     assert (stop.category.value, stop.fault_author.value) == (category, author)

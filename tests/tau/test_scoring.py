@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from green_agent.tau.scoring import (
+from green_agent.engine.tau.scoring import (
     ScoringError,
     ScoringPool,
     breakdown_from_reward_info,
 )
-from green_agent.tau.tasks import TaskRef, resolve_task
+from green_agent.engine.tau.tasks import TaskRef, resolve_task
 from tests.tau.conftest import communicate_info, gold_actions, replay
 
 # (domain, index): tasks with a write action; retail 9 and 12 and airline 5 also carry communicate_info.

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from green_agent.config import KNOWN_DOMAINS, BattleConfig, ConfigError
-from green_agent.tau.quiet import quiet_tau2
-from green_agent.tau.tasks import list_domains, load_tasks, resolve_task, select_tasks
+from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError
+from green_agent.engine.tau.quiet import quiet_tau2
+from green_agent.engine.tau.tasks import list_domains, load_tasks, resolve_task, select_tasks
 
 quiet_tau2()
 from tau2.domains.airline.environment import get_tasks as airline_tasks  # noqa: E402

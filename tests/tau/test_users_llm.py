@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from green_agent.config import ConfigError, UserSimulatorConfig
-from green_agent.tau.environment import AttemptEnvironment
-from green_agent.tau.tasks import resolve_task
-from green_agent.tau.users import (
+from green_agent.engine.config import ConfigError, UserSimulatorConfig
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.tasks import resolve_task
+from green_agent.engine.tau.users import (
     LLMUser,
     UserSimulatorError,
     check_user_config,

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from green_agent.config import UserSimulatorConfig
-from green_agent.tau.environment import AttemptEnvironment
-from green_agent.tau.scoring import ScoringPool
-from green_agent.tau.tasks import load_tasks, resolve_task
-from green_agent.tau.users import ScriptedUser, UserTurn, first_person, make_user
+from green_agent.engine.config import UserSimulatorConfig
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.engine.tau.tasks import load_tasks, resolve_task
+from green_agent.engine.tau.users import ScriptedUser, UserTurn, first_person, make_user
 from tests.tau.conftest import (
     ENDED,
     STARTED,

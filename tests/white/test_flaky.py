@@ -30,7 +30,7 @@ INFO = ["60", "mastercard"]
 
 
 def test_fault_list_matches_the_green_agent_config() -> None:
-    from green_agent.config import FlakyFault
+    from launcher.cli.scenario import FlakyFault
 
     assert FAULTS == typing.get_args(FlakyFault)
 

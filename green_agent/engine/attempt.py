@@ -1,0 +1,382 @@
+"""One attempt: a fresh tau2 environment, a fresh simulated user and a new A2A context, played to the end and scored.
+
+The loop (agent turn -> parse action -> tool call on the environment or message to the user -> user reply or stop)
+mirrors tau2's orchestrator, but the agent is remote and everything that can fail is attributed to whoever failed:
+the white agent (counted in pass^k) or the user simulator / environment / harness (infrastructure errors, excluded
+from n and reported). The attempt never raises for any of these: it always returns an :class:`AttemptResult`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from green_agent.engine.config import BattleConfig
+from green_agent.engine.events import utc_now
+from green_agent.engine.attribution import EarlyStop, classify_scored, failure_from_stop
+from green_agent.engine.results import AttemptResult, FailureCategory, FaultAuthor, RewardBreakdown
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.sandbox import SandboxFactory, ToolFault
+from green_agent.engine.tau.scoring import ScoringError, ScoringPool
+from green_agent.engine.tau.tasks import TaskRef
+from green_agent.engine.tau.users import SimulatedUser, UserSimulatorError, make_user
+from green_agent.text_safety import json_line
+from green_agent.engine.turn_protocol import (
+    ActionParseError,
+    build_first_data,
+    build_first_message,
+    parse_action,
+    tool_result_message,
+    user_message,
+)
+from green_agent.engine.white_client import (
+    WhiteAgentClient,
+    WhiteAgentCommunicationError,
+    WhiteAgentReplyTooLarge,
+    WhiteAgentReportedFailure,
+    WhiteAgentTimeout,
+    WhiteReply,
+)
+
+log = logging.getLogger(__name__)
+
+SCORED_TERMINATIONS = frozenset({"user_stop", "agent_stop"})
+"""tau2 gives reward 0 to any other termination, so only these are sent to the evaluator."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSpec:
+    """What identifies one attempt inside a battle."""
+
+    battle_id: str
+    ref: TaskRef
+    attempt: int
+    """1-based attempt number for this task."""
+    white_agent_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEndpoint:
+    """Where a white agent reaches one attempt's tools natively (tool_mode = "mcp")."""
+
+    url: str
+    token: str
+
+    def describe(self) -> dict[str, str]:
+        """What the white agent is told (first message data part and metadata, key ``mcp``)."""
+        return {"url": self.url, "token": self.token, "transport": "streamable-http", "auth": "bearer"}
+
+
+class ToolGateway(Protocol):
+    """Serves an attempt's environment tools over MCP for as long as the attempt runs."""
+
+    def open(self, env: AttemptEnvironment, attempt_key: str) -> contextlib.AbstractAsyncContextManager[ToolEndpoint]:
+        """Expose ``env``'s tools on an endpoint of their own; closed (token revoked) on exit."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptDeps:
+    """What an attempt borrows from its battle. Nothing here holds per-attempt state."""
+
+    config: BattleConfig
+    scoring: ScoringPool
+    http: httpx.AsyncClient
+    user_api_key: str | None
+    trajectories_dir: Path | None
+    tool_gateway: ToolGateway | None = None
+    sandboxes: SandboxFactory | None = None
+    """Where the attempt's tool sandbox comes from (one factory per application; None: a private one)."""
+
+
+class _Phase:
+    """Who was being waited on, so an attempt deadline is blamed on the right party."""
+
+    def __init__(self) -> None:
+        self.author = FaultAuthor.HARNESS
+        self.what = "preparing the attempt"
+
+    def set(self, author: FaultAuthor, what: str) -> None:
+        self.author, self.what = author, what
+
+
+def calibration_metadata(spec: AttemptSpec) -> dict[str, Any]:
+    """What a calibration agent may learn about the attempt (sent only when the battle sets calibration)."""
+    return {
+        "battle_id": spec.battle_id,
+        "domain": spec.ref.domain,
+        "split": spec.ref.split,
+        "task_index": spec.ref.index,
+        "task_id": spec.ref.task_id,
+        "attempt": spec.attempt,
+        "calibration": True,
+    }
+
+
+async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
+    """Play one attempt to its end and score it. Never raises except on cancellation."""
+    context_id = uuid.uuid4().hex  # new for every attempt; never reused, never taken from the agent's echo
+    started_at, t0 = utc_now(), time.perf_counter()
+    phase = _Phase()
+    env: AttemptEnvironment | None = None
+    user: SimulatedUser | None = None
+    steps = 0
+    stop: EarlyStop | None = None
+    termination = ""
+    cfg = deps.config
+
+    async def play() -> str:
+        nonlocal env, user
+        phase.set(FaultAuthor.ENVIRONMENT, "building the tau2 environment")
+        env = await AttemptEnvironment.create(spec.ref, sandboxes=deps.sandboxes, tool_timeout_s=cfg.tool_timeout_s)
+        user = make_user(spec.ref, cfg.user_simulator, env, api_key=deps.user_api_key)
+        if cfg.tool_mode == "text":
+            return await converse(env, user, None)
+        if deps.tool_gateway is None:
+            raise RuntimeError("tool_mode 'mcp' needs the green agent's MCP component, which is not installed")
+        async with deps.tool_gateway.open(env, f"{spec.battle_id}/{spec.ref.key}/{spec.attempt}") as endpoint:
+            return await converse(env, user, endpoint)
+
+    async def converse(env: AttemptEnvironment, user: SimulatedUser, endpoint: ToolEndpoint | None) -> str:
+        nonlocal steps
+        phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user's opening")
+        opening = await user.opening()
+        env.record_user_text(opening.text)
+        if opening.stop:
+            return "user_stop"
+        described = endpoint.describe() if endpoint is not None else None
+        text = build_first_message(env.policy, env.tools, opening.text, mcp=described)
+        data: dict[str, Any] | None = build_first_data(env.policy, env.tools, mcp=described)
+        metadata: dict[str, Any] | None = {"mcp": described} if described else None
+        if cfg.calibration:
+            metadata = {**(metadata or {}), "arena": calibration_metadata(spec)}
+            data = {**data, "arena": metadata["arena"]}
+        async with WhiteAgentClient(spec.white_agent_url, httpx_client=deps.http, turn_timeout_s=cfg.turn_timeout_s) as white:
+            while True:
+                # Steps are the agent's actions: A2A replies, and in tool_mode "mcp" also its MCP tool calls.
+                if max(steps, env.steps) >= cfg.max_steps:
+                    raise _Stopped(max_steps_stop(cfg.max_steps))
+                phase.set(FaultAuthor.WHITE_AGENT, f"waiting for the white agent (step {steps + 1})")
+                reply = await white.send(context_id=context_id, text=text, data=data, metadata=metadata)
+                data, metadata = None, None
+                steps += 1
+                if env.fault is not None:  # tool_mode "mcp": one of the agent's MCP calls this turn was killed
+                    raise env.fault
+                if env.steps >= cfg.max_steps:  # tool_mode "mcp": the agent's MCP calls this turn used the budget
+                    raise _Stopped(max_steps_stop(cfg.max_steps))
+                phase.set(FaultAuthor.WHITE_AGENT, f"reading the white agent's reply (step {steps})")
+                action = await _parse_reply(reply)
+                if action.name == "respond":
+                    content = str(action.arguments.get("content", ""))
+                    env.record_assistant_text(content)
+                    phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user")
+                    turn = await user.reply(content)
+                    env.record_user_text(turn.text)
+                    if turn.stop:
+                        return "user_stop"
+                    text = user_message(turn.text)
+                else:
+                    # A tool call's cost is decided by the agent's arguments: a deadline hit here is the agent's.
+                    phase.set(FaultAuthor.WHITE_AGENT, f"running the agent's tool call {action.name[:80]}")
+                    arguments = _whole_numbers(action.arguments) if action.source == "data" else action.arguments
+                    outcome = await env.call_tool(action.name, arguments)
+                    text = tool_result_message(outcome.content)
+
+    deadline = asyncio.timeout(cfg.attempt_timeout_s)
+    try:
+        async with deadline:
+            termination = await play()
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        stop = _stop_for(error, phase=phase, deadline_expired=deadline.expired(), config=cfg, steps=steps)
+        if stop.category is FailureCategory.HARNESS_ERROR:
+            log.error("attempt %s/%s: %s", spec.ref.key, spec.attempt, stop.detail, exc_info=error)
+    finally:
+        if user is not None:
+            with contextlib.suppress(Exception):
+                await user.aclose()
+        if env is not None:
+            with contextlib.suppress(Exception):
+                await env.aclose()
+
+    ended_at = utc_now()
+    steps = max(steps, env.steps) if env is not None else steps
+    termination = stop.termination_reason if stop else termination
+    result = _new_result(spec, context_id=context_id, steps=steps, termination=termination)
+    if stop is not None:
+        failure = failure_from_stop(stop)
+        result.failure = failure
+        result.outcome = "infra_error" if failure.is_infrastructure else "failure"
+        result.reward = None if failure.is_infrastructure else 0.0
+    elif env is not None:
+        simulation = env.simulation(termination, started_at=started_at, ended_at=ended_at)
+        try:
+            breakdown = await deps.scoring.score(spec.ref, simulation) if termination in SCORED_TERMINATIONS else (
+                RewardBreakdown(reward=0.0, raw={"note": f"termination {termination} is not scored by tau2"})
+            )
+        except ScoringError as error:
+            result.failure = failure_from_stop(
+                EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, f"tau2 evaluator failed: {error}", termination)
+            )
+            result.outcome = "infra_error"
+        else:
+            result.breakdown = breakdown
+            result.reward = breakdown.reward
+            result.failure = classify_scored(breakdown)
+            result.outcome = "success" if result.failure is None else "failure"
+    result.duration_s = round(time.perf_counter() - t0, 3)
+    if env is not None and deps.trajectories_dir is not None:
+        result.trajectory_file = await _write_trajectory(deps.trajectories_dir, spec, env, result)
+    return result
+
+
+def _new_result(spec: AttemptSpec, *, context_id: str, steps: int, termination: str) -> AttemptResult:
+    """An attempt's result before its outcome is known (a failure until proven otherwise)."""
+    return AttemptResult(
+        battle_id=spec.battle_id,
+        domain=spec.ref.domain,
+        split=spec.ref.split,
+        task_index=spec.ref.index,
+        task_id=spec.ref.task_id,
+        attempt=spec.attempt,
+        context_id=context_id,
+        outcome="failure",
+        steps=steps,
+        termination_reason=termination,
+    )
+
+
+def harness_failure(spec: AttemptSpec, detail: str) -> AttemptResult:
+    """The result of an attempt whose loop itself failed (a harness bug): an infrastructure error, not the agent's."""
+    result = _new_result(spec, context_id="", steps=0, termination="too_many_errors")
+    result.outcome = "infra_error"
+    result.failure = failure_from_stop(EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, detail,
+                                                 "too_many_errors"))
+    return result
+
+
+def max_steps_stop(max_steps: int) -> EarlyStop:
+    """The agent used its step budget without ending the conversation."""
+    return EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
+                     f"max_steps ({max_steps}) reached without ending the conversation", "max_steps")
+
+
+PARSE_OFF_LOOP_CHARS = 32 * 1024
+"""Replies longer than this are parsed in a worker thread (the parser is linear, but 1 MB still takes a while)."""
+
+
+async def _parse_reply(reply: WhiteReply) -> Any:
+    """The reply's one action (ActionParseError otherwise); big replies are parsed off the event loop."""
+    size = len(reply.text) + sum(len(repr(part)) for part in reply.data_parts[:8])
+    if size > PARSE_OFF_LOOP_CHARS or len(reply.data_parts) > 8:
+        return await asyncio.to_thread(parse_action, reply.text, reply.data_parts)
+    return parse_action(reply.text, reply.data_parts)
+
+
+_EXACT_FLOAT_INT = 2**53
+
+
+def _whole_numbers(value: Any) -> Any:
+    """A2A data parts carry numbers as doubles (protobuf Struct): turn 2.0 back into 2 so tools see integers.
+
+    Only where the double holds the integer exactly (|x| <= 2**53); 1e300 stays a float instead of becoming a
+    301-digit integer.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_FLOAT_INT:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(item) for item in value]
+    return value
+
+
+def _stop_for(error: Exception, *, phase: _Phase, deadline_expired: bool, config: BattleConfig, steps: int) -> EarlyStop:
+    """Attribute an exception that ended the attempt to the party that caused it."""
+    if isinstance(error, _Stopped):
+        return error.stop
+    if isinstance(error, WhiteAgentTimeout):
+        return EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
+                         f"turn time limit ({config.turn_timeout_s:g} s) exceeded at step {steps + 1}: {error}",
+                         "agent_error")
+    if isinstance(error, WhiteAgentCommunicationError):
+        return EarlyStop(FailureCategory.COMMUNICATION_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
+    if isinstance(error, WhiteAgentReportedFailure):
+        return EarlyStop(FailureCategory.WHITE_AGENT_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
+    if isinstance(error, WhiteAgentReplyTooLarge):
+        return EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT,
+                         f"reply at step {steps + 1} refused: {error}", "agent_error")
+    if isinstance(error, ActionParseError):
+        return EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT,
+                         f"reply at step {steps} is not an action: {error}", "agent_error")
+    if isinstance(error, ToolFault):
+        return _tool_fault_stop(error)
+    if isinstance(error, UserSimulatorError):
+        return EarlyStop(FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR, str(error), "user_error")
+    if isinstance(error, TimeoutError) and deadline_expired:
+        # The attempt deadline: blame whoever we were waiting on (a slow user simulator is not the agent's fault).
+        category = {
+            FaultAuthor.WHITE_AGENT: FailureCategory.TIMEOUT,
+            FaultAuthor.USER_SIMULATOR: FailureCategory.USER_SIMULATOR_ERROR,
+        }.get(phase.author, FailureCategory.HARNESS_ERROR)
+        return EarlyStop(category, phase.author,
+                         f"attempt time limit ({config.attempt_timeout_s:g} s) hit while {phase.what}", "max_steps")
+    author = FaultAuthor.HARNESS if phase.author is FaultAuthor.WHITE_AGENT else phase.author
+    return EarlyStop(FailureCategory.HARNESS_ERROR, author,
+                     f"{type(error).__name__} while {phase.what}: {error}", "too_many_errors")
+
+
+def _tool_fault_stop(fault: ToolFault) -> EarlyStop:
+    """A killed, crashed or exhausted tool call: the fault of whoever made the call (agent or simulated user)."""
+    if fault.requestor == "user":
+        return EarlyStop(FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR,
+                         f"the simulated user's {fault.detail}", "user_error")
+    category = FailureCategory.TIMEOUT if fault.kind == "timeout" else FailureCategory.WHITE_AGENT_ERROR
+    return EarlyStop(category, FaultAuthor.WHITE_AGENT, f"the agent's {fault.detail}", "agent_error")
+
+
+class _Stopped(Exception):
+    """Internal: the loop ended the attempt on purpose (e.g. max_steps)."""
+
+    def __init__(self, stop: EarlyStop) -> None:
+        super().__init__(stop.detail)
+        self.stop = stop
+
+
+MAX_TRAJECTORY_LINE_CHARS = 256 * 1024
+"""Longest line of a trajectory file: longer strings inside a message are cut (and say so)."""
+
+
+async def _write_trajectory(directory: Path, spec: AttemptSpec, env: AttemptEnvironment,
+                            result: AttemptResult) -> str | None:
+    """One JSONL file per attempt: a header line with the result, then one line per message (off the event loop).
+
+    Every string is made valid UTF-8 (lone surrogates replaced) and lines are bounded, so nothing an agent sends can
+    make the file unwritable or unreadable. A write failure is logged and leaves the attempt without a file; it
+    never ends the battle.
+    """
+    name = f"{spec.ref.domain}-{spec.ref.split or 'all'}-{spec.ref.index:04d}-attempt{spec.attempt:02d}.jsonl"
+    path = directory / name
+    header = {"attempt": result.model_dump(mode="json", exclude={"trajectory_file"})}
+    records = [header, *env.trajectory_records()]
+
+    def write() -> None:
+        lines = [json_line(record, max_chars=MAX_TRAJECTORY_LINE_CHARS) for record in records]
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    try:
+        await asyncio.to_thread(write)
+    except (OSError, ValueError) as error:
+        log.error("attempt %s/%s: trajectory not written: %s", spec.ref.key, spec.attempt, error)
+        return None
+    return str(Path("trajectories") / name)

@@ -1,0 +1,230 @@
+"""One battle: task selection, attempts scheduled with a concurrency bound, progress events, the final result.
+
+A :class:`Battle` owns everything about its run (its attempts, its events, its output directory) and borrows only
+stateless services from the server (the scoring process pool, an HTTP connection pool). Two battles in one process
+share no mutable state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from green_agent.engine.attempt import AttemptDeps, AttemptSpec, ToolGateway, harness_failure, run_attempt
+from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
+from green_agent.engine.config import BattleConfig, ConfigError
+from green_agent.engine.events import BattleEvent, EventSink, fan_out, utc_now
+from green_agent.statistics import summarize_trials
+from green_agent.engine.report import render_markdown, write_run_dir
+from green_agent.engine.results import AttemptResult, BattleResult
+from green_agent.engine.tau.sandbox import SandboxFactory
+from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.engine.tau.tasks import TaskRef, select_tasks
+from green_agent.engine.tau.users import check_user_config, user_api_key
+from green_agent.engine.white_client import capped_http_client
+
+log = logging.getLogger(__name__)
+
+
+def _attempt_line(result: AttemptResult, k: int) -> str:
+    """The seed's per-attempt progress line."""
+    head = f"Attempt {result.attempt}/{k}"
+    if result.outcome == "success":
+        return f"✅ {head}: SUCCESS (reward={result.reward:.1f}, steps={result.steps}, time={result.duration_s:.1f}s)"
+    if result.outcome == "failure":
+        reward = 0.0 if result.reward is None else result.reward
+        category = result.failure.category.value if result.failure else "unknown_failure"
+        return (
+            f"❌ {head}: FAILED (reward={reward:.1f}, steps={result.steps}, time={result.duration_s:.1f}s) "
+            f"[{category}]"
+        )
+    assert result.failure is not None
+    return (
+        f"⚠️ {head}: INFRASTRUCTURE ERROR ({result.failure.category.value}, "
+        f"{result.failure.fault_author.value}; not counted against the agent)"
+    )
+
+
+class Battle:
+    """Runs one battle to completion and returns its :class:`BattleResult`."""
+
+    def __init__(
+        self,
+        battle_id: str,
+        white_agent_url: str,
+        config: BattleConfig,
+        *,
+        scoring: ScoringPool,
+        runs_dir: Path | None = None,
+        sinks: Sequence[EventSink] = (),
+        tool_gateway: ToolGateway | None = None,
+        sandboxes: SandboxFactory | None = None,
+        max_attempts: int | None = None,
+        run_dir: Path | None = None,
+    ) -> None:
+        check_user_config(config.user_simulator)  # refuse an LLM user without its key before anything starts
+        self.battle_id = validate_battle_id(battle_id)
+        self.white_agent_url = white_agent_url
+        self.config = config
+        self._scoring = scoring
+        self.run_dir = run_dir or (run_dir_for(runs_dir, battle_id) if runs_dir is not None else None)
+        self._sinks = list(sinks)
+        self._tool_gateway = tool_gateway
+        self._sandboxes = sandboxes
+        self._max_attempts = max_attempts
+        self._events: list[BattleEvent] = []
+        self._lock = asyncio.Lock()  # keeps events in order across concurrent attempts
+        self._attempt_tasks: list[asyncio.Task[AttemptResult]] = []
+        self._finished: list[AttemptResult] = []
+        self._cancel_requested = False
+        self.attempts_total = 0
+        self.markdown: str | None = None
+
+    @property
+    def attempts_done(self) -> int:
+        """Attempts finished so far (each one is kept, also when the battle is cancelled)."""
+        return len(self._finished)
+
+    def request_cancel(self) -> None:
+        """Stop the battle: attempts in flight are cancelled, and it ends with a partial result (``cancelled``)."""
+        self._cancel_requested = True
+        for task in self._attempt_tasks:
+            task.cancel()
+
+    @property
+    def events(self) -> list[BattleEvent]:
+        """Events emitted so far (copies are cheap; the models are not mutated after emission)."""
+        return list(self._events)
+
+    async def emit(self, type_: str, text: str, **data: Any) -> None:
+        event = BattleEvent(type=type_, text=text, data={"battle_id": self.battle_id, **data})  # type: ignore[arg-type]
+        async with self._lock:
+            self._events.append(event)
+            await fan_out(self._sinks, event)
+
+    async def run(self) -> BattleResult:
+        """Select tasks, run every attempt (bounded concurrency), summarise, write the run directory."""
+        started_at, t0 = utc_now(), time.perf_counter()
+        cfg = self.config
+        refs: list[TaskRef] = await asyncio.to_thread(select_tasks, cfg)
+        self.attempts_total = len(refs) * cfg.k
+        if self._max_attempts is not None and self.attempts_total > self._max_attempts:
+            raise ConfigError(f"k: {len(refs)} tasks x k={cfg.k} = {self.attempts_total} attempts exceed this green "
+                              f"agent's limit of {self._max_attempts} per battle")
+        await self.emit(
+            "battle_started",
+            f"🎯 Starting pass@{cfg.k} evaluation: {len(refs)} task(s) x {cfg.k} attempts"
+            + (" [CALIBRATION]" if cfg.calibration else ""),
+            attempts_total=self.attempts_total,
+            tasks=[r.key for r in refs],
+            k=cfg.k,
+            calibration=cfg.calibration,
+            seed=cfg.seed,
+            mode=cfg.mode,
+        )
+        # One HTTP pool per battle: the A2A client factory mutates its client's default headers, so battles
+        # (possibly against agents of different protocol versions) must not share one.
+        async with capped_http_client(max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency * 2)) as http:
+            return await self._run_attempts(refs, http, started_at, t0)
+
+    async def _run_attempts(self, refs: list[TaskRef], http: httpx.AsyncClient, started_at: str,
+                            t0: float) -> BattleResult:
+        cfg = self.config
+        deps = AttemptDeps(
+            config=cfg,
+            scoring=self._scoring,
+            http=http,
+            user_api_key=user_api_key(cfg.user_simulator),
+            trajectories_dir=self.run_dir / "trajectories" if self.run_dir else None,
+            tool_gateway=self._tool_gateway,
+            sandboxes=self._sandboxes,
+        )
+        gate = asyncio.Semaphore(cfg.concurrency)
+        announced: set[str] = set()
+
+        async def one(ref: TaskRef, attempt: int) -> AttemptResult:
+            async with gate:
+                key = ref.key
+                if key not in announced:
+                    announced.add(key)
+                    await self.emit("task_started", f"🎯 Starting pass@{cfg.k} evaluation ({ref.domain} task "
+                                    f"{ref.index}, id {ref.task_id})", task_key=key)
+                await self.emit("attempt_started", f"[{key}] 🔄 Starting attempt {attempt}/{cfg.k}...",
+                                task_key=key, attempt=attempt)
+                spec = AttemptSpec(self.battle_id, ref, attempt, self.white_agent_url)
+                try:
+                    result = await run_attempt(spec, deps)
+                except Exception as error:
+                    log.exception("attempt %s/%s raised", key, attempt)
+                    result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
+                self._finished.append(result)  # kept even if a cancel lands while the event below is sent
+                detail = f"\n   ↳ Error: {result.failure.detail}" if result.failure and result.failure.detail else ""
+                await self.emit(
+                    "attempt_finished",
+                    f"[{key}] {_attempt_line(result, cfg.k)}{detail}",
+                    task_key=key,
+                    attempt=attempt,
+                    outcome=result.outcome,
+                    reward=result.reward,
+                    category=result.failure.category.value if result.failure else None,
+                    done=self.attempts_done,
+                    total=self.attempts_total,
+                )
+                return result
+
+        self._attempt_tasks = [asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}")
+                               for ref in refs for a in range(1, cfg.k + 1)]
+        if self._cancel_requested:
+            self.request_cancel()
+        try:
+            await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
+        except asyncio.CancelledError:
+            for task in self._attempt_tasks:  # the battle itself is being torn down: take the attempts with it
+                task.cancel()
+            await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
+            raise
+        attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
+        status = "cancelled" if self._cancel_requested else "completed"
+        if status == "cancelled":
+            await self.emit("battle_cancelled", f"🛑 Battle cancelled: {len(attempts)} of {self.attempts_total} "
+                            "attempts finished; the summary covers those", done=len(attempts),
+                            total=self.attempts_total)
+        # Bootstrap intervals and rendering are CPU work proportional to the battle's size: off the event loop.
+        result = await asyncio.to_thread(self._assemble, refs, attempts, started_at, time.perf_counter() - t0)
+        result.status = status
+        markdown = await asyncio.to_thread(render_markdown, result)
+        self.markdown = markdown
+        await self.emit("battle_finished", markdown, summary=result.summary.get("macro", []),
+                        failure_breakdown=result.failure_breakdown, infrastructure_errors=result.infrastructure_errors)
+        if self.run_dir is not None:
+            await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown,
+                                    [e.model_dump(mode="json") for e in self._events])
+        return result
+
+    def _assemble(self, refs: list[TaskRef], attempts: list[AttemptResult], started_at: str, seconds: float) -> BattleResult:
+        trials: dict[str, list[bool | None]] = {r.key: [] for r in refs}
+        for a in attempts:
+            trials[a.task_key].append(a.trial_outcome)
+        summary = summarize_trials(trials, k_max=self.config.k, seed=self.config.seed)
+        failures = Counter(a.failure.category.value for a in attempts if a.failure is not None)
+        return BattleResult(
+            battle_id=self.battle_id,
+            white_agent_url=self.white_agent_url,
+            config=json.loads(self.config.model_dump_json()),
+            calibration=self.config.calibration,
+            started_at=started_at,
+            finished_at=utc_now(),
+            duration_s=round(seconds, 3),
+            attempts=attempts,
+            summary=summary.model_dump(mode="json"),
+            failure_breakdown=dict(sorted(failures.items())),
+            infrastructure_errors=sum(1 for a in attempts if a.outcome == "infra_error"),
+        )

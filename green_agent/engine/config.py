@@ -1,0 +1,233 @@
+"""Battle configuration: one pydantic model tree for TOML scenarios and A2A request configs.
+
+Why one schema: a scenario file and an assessment request's ``config`` describe the same battle, so they are
+validated by the same models and fail with the same field-naming messages. The launcher reads the whole scenario
+(:mod:`launcher.cli.scenario`); the green agent only needs :class:`BattleConfig` (the ``[pass_k_config]`` table plus
+the user simulator), which is what travels inside a request.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+KNOWN_DOMAINS: tuple[str, ...] = ("retail", "airline", "telecom", "mock")
+"""tau2 domains the harness can drive (``mock`` has no splits)."""
+
+MAX_K = 64
+"""Largest k a battle may ask for (attempts per task)."""
+
+OPERATOR_ONLY_USER_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "model")
+"""User-simulator fields only the operator sets (flags, environment, local scenario): a remote request naming an
+endpoint or an environment variable could make the green agent send one of its secrets to anyone."""
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with a message that names the field and the allowed values."""
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class UserSimulatorConfig(StrictModel):
+    """Who plays the customer.
+
+    ``scripted`` needs no network and is deterministic; ``llm`` talks to any OpenAI-compatible endpoint. The API key
+    is never part of the config: only the *name* of the environment variable that holds it.
+    """
+
+    kind: Literal["scripted", "llm"] = "scripted"
+    model: str = "gpt-4.1-mini"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    seed: int | None = None
+    max_retries: int = Field(default=4, ge=0, le=20)
+    request_timeout_s: float = Field(default=60.0, gt=0)
+    max_user_turns: int = Field(default=12, ge=1, le=200)
+
+
+class BattleConfig(StrictModel):
+    """The ``[pass_k_config]`` table (seed field names kept) plus the harness's extensions.
+
+    mode:
+      ``manual``  the task(s) named by ``task_id`` (0-based index into ``split``) of ``domain``;
+      ``random``  ``num_battles`` distinct tasks sampled without replacement (seeded) across the domains;
+      ``all``     every task of the split of each domain (calibration sweeps, benchmarks).
+    """
+
+    mode: Literal["manual", "random", "all"] = "manual"
+    k: int = Field(default=4, le=MAX_K)
+    domain: str | list[str] = "retail"
+    task_id: int | list[int] = 0
+    num_battles: int = Field(default=1, ge=1)
+    split: str = "test"
+    seed: int = Field(default=0, ge=0)
+    max_steps: int = Field(default=30, ge=1, le=1000)
+    turn_timeout_s: float = Field(default=120.0, gt=0)
+    attempt_timeout_s: float = Field(default=900.0, gt=0)
+    concurrency: int = Field(default=4, ge=1, le=256)
+    calibration: bool = False
+    tool_mode: Literal["text", "mcp"] = "text"
+    """``text``: tools listed in the first message, called as <json> actions. ``mcp``: the attempt's tools are served
+    on an MCP endpoint of its own (URL + bearer token in the first message); replies are ``respond`` actions."""
+    tool_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    """Wall-clock bound of one tool call (tools run in a killable process of the attempt's own); a call that
+    exceeds it ends the attempt as the agent's ``timeout``."""
+    max_reply_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
+    """Largest white-agent reply body read per turn; a larger reply is the agent's ``format_error``."""
+    user_simulator: UserSimulatorConfig = UserSimulatorConfig()
+
+    @field_validator("k")
+    @classmethod
+    def _k_even(cls, k: int) -> int:
+        if k < 2 or k % 2:
+            raise ValueError(f"k must be even and >= 2 (got {k})")
+        return k
+
+    @field_validator("domain")
+    @classmethod
+    def _domain_known(cls, domain: str | list[str]) -> str | list[str]:
+        names = [domain] if isinstance(domain, str) else domain
+        if not names:
+            raise ValueError(f"domain must name at least one of {', '.join(KNOWN_DOMAINS)}")
+        for name in names:
+            if name not in KNOWN_DOMAINS:
+                raise ValueError(f"unknown domain {name!r}; known domains: {', '.join(KNOWN_DOMAINS)}")
+        if len(set(names)) != len(names):
+            raise ValueError("domain lists a domain twice")
+        return domain
+
+    @field_validator("task_id")
+    @classmethod
+    def _task_ids_non_negative(cls, task_id: int | list[int]) -> int | list[int]:
+        ids = [task_id] if isinstance(task_id, int) else task_id
+        if not ids:
+            raise ValueError("task_id must name at least one task index")
+        if any(i < 0 for i in ids):
+            raise ValueError("task_id is a 0-based index and must be >= 0")
+        return task_id
+
+    @model_validator(mode="after")
+    def _manual_single_domain(self) -> BattleConfig:
+        if self.mode == "manual" and not isinstance(self.domain, str):
+            raise ValueError("domain: manual mode takes one domain (use mode = 'random' or 'all' for several)")
+        return self
+
+    def planned_attempts(self) -> int | None:
+        """tasks x k when it is known without loading tasks (manual and random mode); None for mode "all"."""
+        if self.mode == "manual":
+            return len(self.task_indices) * self.k
+        if self.mode == "random":
+            return self.num_battles * self.k
+        return None
+
+    @property
+    def domains(self) -> list[str]:
+        """The domain(s) as a list."""
+        return [self.domain] if isinstance(self.domain, str) else list(self.domain)
+
+    @property
+    def task_indices(self) -> list[int]:
+        """The manual-mode task index/indices as a list."""
+        return [self.task_id] if isinstance(self.task_id, int) else list(self.task_id)
+
+
+def format_validation_error(error: ValidationError, *, prefix: str = "") -> str:
+    """One line per problem: ``field.path: message`` (what users need to fix the file); ``prefix`` is the path of
+    the validated object inside the file."""
+    lines = []
+    for item in error.errors():
+        where = ".".join([prefix, *(str(p) for p in item["loc"])] if prefix else [str(p) for p in item["loc"]]) or "<root>"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {message}")
+    return "; ".join(lines)
+
+
+def parse_battle_config(data: dict[str, Any]) -> BattleConfig:
+    """Validate a request ``config`` (the pass_k_config fields, optionally nested under ``pass_k_config``)."""
+    if "pass_k_config" in data:
+        extra = {k: v for k, v in data.items() if k != "pass_k_config"}
+        data = {**data["pass_k_config"], **({"user_simulator": extra["user_simulator"]} if "user_simulator" in extra else {})}
+    try:
+        return BattleConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error)) from None
+
+
+def parse_remote_battle_config(data: object, default: BattleConfig, *, max_concurrency: int | None = None) -> BattleConfig:
+    """Validate a battle config that came over the network, on top of the operator's ``default``.
+
+    Remote configs may choose the battle (mode, tasks, k, limits, the user simulator's kind and temperature) but not
+    where the green agent connects or which of its environment variables it reads: a remote value for any of
+    :data:`OPERATOR_ONLY_USER_FIELDS` is refused with an error naming the field. ``max_concurrency`` caps the
+    attempts in flight a remote party may ask for (each attempt holds a process of its own).
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: expected a JSON object, got {type(data).__name__}")
+    flat = dict(data)
+    if "pass_k_config" in flat:
+        inner = flat.pop("pass_k_config")
+        if not isinstance(inner, dict):
+            raise ConfigError("config.pass_k_config: expected a JSON object")
+        user = flat.pop("user_simulator", None)
+        if flat:  # nothing may be silently ignored: a field beside pass_k_config is a mistake
+            raise ConfigError(f"config.{min(flat)}: not allowed beside pass_k_config (put it inside, or drop it)")
+        flat = {**inner, **({"user_simulator": user} if user is not None else {})}
+    user = flat.get("user_simulator")
+    base = default.model_dump()
+    if user is not None:
+        if not isinstance(user, dict):
+            raise ConfigError("user_simulator: expected a JSON object")
+        for name in OPERATOR_ONLY_USER_FIELDS:
+            if name in user:
+                raise ConfigError(
+                    f"user_simulator.{name}: set by the green agent's operator (its flags, environment or scenario), "
+                    "not by a remote request; remove the field"
+                )
+        flat["user_simulator"] = {**base["user_simulator"], **user}
+    if max_concurrency is not None and isinstance(flat.get("concurrency"), int) and flat["concurrency"] > max_concurrency:
+        raise ConfigError(f"concurrency: at most {max_concurrency} attempts in flight on this green agent "
+                          f"(got {flat['concurrency']})")
+    return parse_battle_config({**base, **flat})
+
+
+def remote_config_dict(config: BattleConfig) -> dict[str, Any]:
+    """``config`` as JSON for a request to a green agent, without the operator-only user-simulator fields (the
+    green agent takes those from its own scenario, see :func:`parse_remote_battle_config`)."""
+    data = config.model_dump(mode="json")
+    for name in OPERATOR_ONLY_USER_FIELDS:
+        data["user_simulator"].pop(name, None)
+    return data
+
+
+def load_battle_config(path: str | Path) -> BattleConfig:
+    """The battle part of a scenario TOML file: ``[pass_k_config]`` and ``[user_simulator]``.
+
+    The green agent reads only these tables (``arena-green --scenario``); the other tables describe how the launcher
+    starts agents and are validated by :func:`launcher.cli.scenario.load_scenario`. Raises :class:`ConfigError`
+    naming the file and the field.
+    """
+    path = Path(path)
+    data = read_toml(path)
+    battle = dict(data.get("pass_k_config") or {})
+    if "user_simulator" in data:
+        battle["user_simulator"] = data["user_simulator"]
+    try:
+        return BattleConfig.model_validate(battle)
+    except ValidationError as error:
+        raise ConfigError(f"{path}: {format_validation_error(error, prefix='pass_k_config')}") from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a dict; :class:`ConfigError` naming the file when it is missing or not TOML."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such scenario file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None

@@ -1,0 +1,143 @@
+"""Views of a :class:`BattleResult`: the markdown summary (the seed's wording, extended across tasks), the run
+directory, and the AgentBeats winner.
+
+Nothing here computes a statistic of its own: per-task and macro numbers come from ``green_agent.statistics``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from green_agent.statistics import first_k_all_pass, has_success_streak
+from green_agent.engine.results import AttemptResult, BattleResult
+from green_agent.text_safety import clean_json, clean_text
+
+WIN_THRESHOLD = 0.5
+"""The white agent "wins" an AgentBeats battle when macro pass^k (j = k) is at least this. Documented in README."""
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
+def _by_task(result: BattleResult) -> dict[str, list[AttemptResult]]:
+    groups: dict[str, list[AttemptResult]] = defaultdict(list)
+    for attempt in result.attempts:
+        groups[attempt.task_key].append(attempt)
+    return {key: sorted(items, key=lambda a: a.attempt) for key, items in groups.items()}
+
+
+def macro_rows(result: BattleResult) -> list[dict[str, Any]]:
+    """Per j: pass^j and pass@j macro means with 95% intervals and coverage, from the stored summary."""
+    return list(result.summary.get("macro", []))
+
+
+def macro_pass_hat(result: BattleResult, j: int) -> float | None:
+    """The macro pass^j point estimate, or None when no task had j trials."""
+    for row in macro_rows(result):
+        if row.get("j") == j:
+            return row.get("pass_hat_mean")
+    return None
+
+
+def winner_for(result: BattleResult, white_name: str) -> str:
+    """AgentBeats needs a winner: the white agent when macro pass^k >= WIN_THRESHOLD, else the green agent."""
+    k = int(result.config.get("k", 0))
+    value = macro_pass_hat(result, k)
+    return white_name if value is not None and value >= WIN_THRESHOLD else "green_agent"
+
+
+def _task_section(key: str, attempts: list[AttemptResult], k: int) -> list[str]:
+    first = attempts[0]
+    counted = [a.trial_outcome for a in attempts if a.trial_outcome is not None]
+    marks = "".join("✅" if a.outcome == "success" else "❌" if a.outcome == "failure" else "⚠️" for a in attempts)
+    successes = sum(1 for o in counted if o)
+    half = k // 2
+    strict = first_k_all_pass(counted, k) if len(counted) >= k else None
+    streak = has_success_streak(counted, half) if half >= 1 else None
+    steps_ok = [a.steps for a in attempts if a.outcome == "success"]
+    failures = Counter(a.failure.category.value for a in attempts if a.failure is not None)
+    lines = [
+        f"### {first.domain} task {first.task_index} (split {first.split or '-'}, tau2 id {first.task_id})",
+        "",
+        marks,
+        "",
+        f"- pass^{k} strict (first {k} attempts all succeed): "
+        + ("n/a (fewer than k counted attempts)" if strict is None else "✅ YES" if strict else "❌ NO"),
+        f"- pass^({k}/2) streak ({half} consecutive successes; order-dependent, not tau-bench's pass^j): "
+        + ("n/a" if streak is None else "✅ YES" if streak else "❌ NO"),
+        f"- success rate: {successes}/{len(counted)}"
+        + (f" ({successes / len(counted):.1%})" if counted else "")
+        + (f"; {len(attempts) - len(counted)} infrastructure error(s) excluded" if len(counted) < len(attempts) else ""),
+        f"- average steps on success: {sum(steps_ok) / len(steps_ok):.1f}" if steps_ok else "- average steps on success: n/a",
+        f"- total steps: {sum(a.steps for a in attempts)}",
+        "- failure breakdown: " + (", ".join(f"{c} x{n}" for c, n in sorted(failures.items())) or "none"),
+        "",
+        "Attempt details:",
+    ]
+    for a in attempts:
+        reward = "n/a" if a.reward is None else f"{a.reward:.1f}"
+        status = {"success": "✅ SUCCESS", "failure": "❌ FAILED", "infra_error": "⚠️ INFRASTRUCTURE ERROR"}[a.outcome]
+        line = f"- Attempt {a.attempt}/{k}: {status} (reward={reward}, steps={a.steps}, time={a.duration_s:.1f}s)"
+        if a.failure is not None:
+            line += f" [{a.failure.category.value}; fault: {a.failure.fault_author.value}]"
+        lines.append(line)
+        if a.failure is not None and a.failure.detail:
+            lines.append(f"    - ↳ Error: {a.failure.detail}")
+    lines.append("")
+    return lines
+
+
+def render_markdown(result: BattleResult) -> str:
+    """The battle summary as markdown: headline table across tasks, then the seed's per-task sections."""
+    k = int(result.config.get("k", 0))
+    tasks = _by_task(result)
+    summary = result.summary
+    title = "# Arena pass^k evaluation" + (" — CALIBRATION" if result.calibration else "")
+    lines = [title, ""]
+    if result.calibration:
+        lines += ["> CALIBRATION battle: the white agent was told the task (replay of gold actions). These numbers "
+                  "check the harness, not an agent.", ""]
+    lines += [
+        f"- battle: `{result.battle_id}`; white agent: {result.white_agent_url}",
+        f"- tasks: {len(tasks)}; attempts: {len(result.attempts)} (k = {k}); wall time {result.duration_s:.1f} s",
+        f"- infrastructure errors (excluded from n, not the agent's fault): {result.infrastructure_errors}",
+    ]
+    micro = summary.get("micro") or {}
+    if micro:
+        lines.append(
+            f"- micro success rate (pooled over attempts): {_fmt(micro.get('rate'))} "
+            f"{_interval(micro.get('ci_low'), micro.get('ci_high'))} (Wilson 95%)"
+        )
+    lines += ["", "## Across tasks (macro mean over tasks, task-level bootstrap 95% intervals)", "",
+              "| j | pass^j | 95% CI | pass@j | 95% CI | tasks with n >= j |", "|---|---|---|---|---|---|"]
+    for row in macro_rows(result):
+        lines.append(
+            f"| {row.get('j')} | {_fmt(row.get('pass_hat_mean'))} | "
+            f"{_interval(row.get('pass_hat_ci_low'), row.get('pass_hat_ci_high'))} | {_fmt(row.get('pass_at_mean'))} | "
+            f"{_interval(row.get('pass_at_ci_low'), row.get('pass_at_ci_high'))} | "
+            f"{row.get('coverage')}/{row.get('total_tasks')} |"
+        )
+    lines += ["", "Failure breakdown: " + (", ".join(f"{c} x{n}" for c, n in result.failure_breakdown.items()) or "none"),
+              "", "## Per task", ""]
+    for key, attempts in tasks.items():
+        lines += _task_section(key, attempts, k)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_run_dir(run_dir: Path, result: BattleResult, markdown: str, events: list[dict[str, Any]]) -> None:
+    """runs/<battle id>/: summary.json, summary.md, events.jsonl (trajectories/ are written by the attempts)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    summary = json.dumps(clean_json(result.model_dump(mode="json")), indent=2, ensure_ascii=False)
+    (run_dir / "summary.json").write_text(summary, encoding="utf-8")
+    (run_dir / "summary.md").write_text(clean_text(markdown), encoding="utf-8")
+    with (run_dir / "events.jsonl").open("w", encoding="utf-8") as handle:
+        for event in events:
+            handle.write(json.dumps(clean_json(event), ensure_ascii=False) + "\n")

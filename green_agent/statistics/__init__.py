@@ -1,0 +1,44 @@
+"""Reliability statistics: pure functions and frozen pydantic models, no I/O, no network, no logging of data.
+
+Every number Arena prints comes from here; docs/metrics.md explains each definition and why it was chosen. The
+dataset-evaluation scorers (tool-call matching, Fair-Forge and FinAgent scores) live in
+:mod:`green_agent.evaluations.metrics`.
+
+- Per task: :func:`pass_at_k`, :func:`pass_hat_k` (unbiased, ``None`` when n < k) and the seed's order-dependent
+  :func:`first_k_all_pass`, :func:`longest_success_streak`, :func:`has_success_streak`.
+- Across tasks: :func:`summarize_trials` (macro means with coverage, SE, bootstrap CI; micro rate with Wilson CI),
+  :func:`compare_trials` (paired differences, paired bootstrap CI, exact sign / McNemar test).
+- Intervals: :func:`wilson_interval`, :func:`bootstrap_mean_interval`, :func:`standard_error`.
+- Labels: :func:`interpret` -> :class:`Verdict`.
+"""
+
+from green_agent.statistics.compare import PairedStat, TrialsComparison, compare_trials
+from green_agent.statistics.intervals import Interval, bootstrap_mean_interval, standard_error, wilson_interval
+from green_agent.statistics.passk import pass_at_k, pass_hat_k
+from green_agent.statistics.streaks import first_k_all_pass, has_success_streak, longest_success_streak
+from green_agent.statistics.summary import MacroStat, MicroStat, TaskStat, TrialsSummary, summarize_trials
+from green_agent.statistics.verdict import Verdict, VerdictLabel, VerdictThresholds, interpret
+
+__all__ = [
+    "Interval",
+    "MacroStat",
+    "MicroStat",
+    "PairedStat",
+    "TaskStat",
+    "TrialsComparison",
+    "TrialsSummary",
+    "Verdict",
+    "VerdictLabel",
+    "VerdictThresholds",
+    "bootstrap_mean_interval",
+    "compare_trials",
+    "first_k_all_pass",
+    "has_success_streak",
+    "interpret",
+    "longest_success_streak",
+    "pass_at_k",
+    "pass_hat_k",
+    "standard_error",
+    "summarize_trials",
+    "wilson_interval",
+]

@@ -1,0 +1,185 @@
+"""The ``arena`` command line (typer + rich).
+
+Commands:
+  arena run SCENARIO.toml     start the agents, run the battle with live progress, print the summary
+                              (--backend local|URL: through an AgentBeats-compatible backend, watchable in a browser)
+  arena backend ...           the AgentBeats-compatible battle backend with its live web page
+  arena launcher ... -- CMD   an AgentBeats launcher server for one agent command
+  arena green ... / white ... the agents themselves (same as ``arena-green`` / ``arena-white``)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+
+from launcher.cli.eval_commands import eval_csv_command, score_command
+from launcher.cli.export_command import export_command
+from launcher.cli.register_command import register_command
+
+app = typer.Typer(
+    name="arena",
+    help="Arena: reliability battles (tau-bench over A2A, pass^k) between a green assessor and a white agent.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("score")(score_command)
+app.command("eval-csv")(eval_csv_command)
+app.command("export")(export_command)
+app.command("register")(register_command)
+
+_PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def _configure_logging(console: Console, level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_path=False, show_time=False)],
+        force=True,
+    )
+
+
+@app.command()
+def run(
+    scenario: Annotated[Path, typer.Argument(help="scenario TOML file", show_default=False)],
+    runs_dir: Annotated[Path, typer.Option(help="where runs/<battle id>/ is written")] = Path("runs"),
+    backend_url: Annotated[
+        str | None, typer.Option(help="AgentBeats-compatible backend to post progress and the result to")
+    ] = None,
+    battle_id: Annotated[str | None, typer.Option(help="battle id (default: <scenario>-<time>-<random>)")] = None,
+    with_launchers: Annotated[
+        bool, typer.Option("--with-launchers", help="start each agent behind an AgentBeats launcher server")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live progress, only the summary")] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", help="run the battle through an AgentBeats-compatible backend: 'local' starts ours "
+                     "for this run (SQLite in the run directory), or the URL of a running one (ours or AgentBeats)"),
+    ] = None,
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="with --backend: open the battle page in a web browser")
+    ] = False,
+    keep_backend: Annotated[
+        bool, typer.Option("--keep-backend", help="with --backend local: keep the backend serving after the battle "
+                           "until Ctrl-C")
+    ] = False,
+    battle_timeout: Annotated[
+        float | None, typer.Option(help="with --backend: the green agent's battle_timeout in seconds "
+                                   "(default: estimated from the scenario)")
+    ] = None,
+    startup_timeout: Annotated[float, typer.Option(help="seconds each agent gets to answer its card")] = 120.0,
+    log_level: Annotated[str, typer.Option(help="log level of the arena process itself")] = "warning",
+    green_module: Annotated[str, typer.Option(hidden=True)] = "green_agent",
+    white_module: Annotated[str, typer.Option(hidden=True)] = "white_agent",
+) -> None:
+    """Run a battle: start the white and green agents, stream progress, print the pass^k summary.
+
+    Exit codes: 0 the battle completed (whatever the agent scored), 1 harness error, 2 configuration error, 130 interrupted (Ctrl-C).
+    With --backend, a battle that the backend puts in state error or ends by timeout also exits 1.
+    """
+    from launcher.cli.run_command import EXIT_INTERRUPTED, RunOptions, execute_run, say
+
+    console = Console()
+    _configure_logging(console, log_level)
+    options = RunOptions(
+        scenario_path=scenario,
+        runs_dir=runs_dir,
+        backend_url=backend_url,
+        battle_id=battle_id,
+        with_launchers=with_launchers,
+        quiet=quiet,
+        startup_timeout_s=startup_timeout,
+        green_module=green_module,
+        white_module=white_module,
+    )
+    if backend is None and (open_browser or keep_backend or battle_timeout is not None):
+        say(console, "--open, --keep-backend and --battle-timeout need --backend", label="configuration error:")
+        raise typer.Exit(2)
+    try:
+        if backend is not None:
+            from launcher.cli.backend_run import BackendRunOptions, execute_backend_run
+
+            backend_options = BackendRunOptions(options, backend, open_browser=open_browser,
+                                                keep_backend=keep_backend, battle_timeout_s=battle_timeout)
+            report = asyncio.run(execute_backend_run(backend_options, console))
+        else:
+            report = asyncio.run(execute_run(options, console))
+    except KeyboardInterrupt:
+        say(console, "interrupted; all agents stopped")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    raise typer.Exit(report.exit_code)
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def launcher(
+    port: Annotated[int, typer.Option(help="port of the launcher server")],
+    agent_url: Annotated[str, typer.Option(help="URL where the agent serves its card (its --card-url)")],
+    command: Annotated[list[str], typer.Argument(help="the agent command, after --", show_default=False)],
+    host: Annotated[str, typer.Option(help="bind address of the launcher")] = "127.0.0.1",
+    name: Annotated[str, typer.Option(help="agent name (log file names)")] = "agent",
+    log_dir: Annotated[Path, typer.Option(help="where the agent's stdout/stderr logs go")] = Path("runs/launcher-logs"),
+    autostart: Annotated[bool, typer.Option(help="start the agent with the launcher")] = True,
+    ready_timeout: Annotated[float, typer.Option(help="seconds the agent gets to answer its card")] = 60.0,
+    log_level: Annotated[str, typer.Option(help="uvicorn/launcher log level")] = "warning",
+) -> None:
+    """Serve an AgentBeats launcher (POST /reset, GET /status, GET /health, POST /launch, POST /terminate).
+
+    Example: arena launcher --port 9210 --agent-url http://127.0.0.1:9004 -- arena-white --kind replay --port 9004
+    """
+    from launcher.agentbeats_launcher import run_launcher
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not command:
+        raise typer.BadParameter("give the agent command after --", param_hint="COMMAND")
+    run_launcher(
+        command,
+        agent_url=agent_url,
+        host=host,
+        port=port,
+        log_dir=log_dir,
+        name=name,
+        autostart=autostart,
+        ready_timeout_s=ready_timeout,
+        log_level=log_level,
+    )
+
+
+def _exec_module(module: str, args: list[str]) -> None:
+    argv = [sys.executable, "-m", module, *args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
+
+
+@app.command(context_settings=_PASS_THROUGH, add_help_option=False)
+def backend(ctx: typer.Context) -> None:
+    """Serve the AgentBeats-compatible battle backend and its live web page (arguments go to python -m battle_backend:
+    --host, --port, --db, --public-url, --max-concurrent-battles, ...; try: arena backend --help)."""
+    _exec_module("battle_backend", list(ctx.args))
+
+
+@app.command(context_settings=_PASS_THROUGH, add_help_option=False)
+def green(ctx: typer.Context) -> None:
+    """Serve the green agent (all arguments go to python -m green_agent; try: arena green --help)."""
+    _exec_module("green_agent", list(ctx.args))
+
+
+@app.command(context_settings=_PASS_THROUGH, add_help_option=False)
+def white(ctx: typer.Context) -> None:
+    """Serve a reference white agent (all arguments go to python -m white_agent)."""
+    _exec_module("white_agent", list(ctx.args))
+
+
+def main() -> None:
+    """Entry point for ``python -m launcher``."""
+    app(prog_name="arena")

@@ -1,0 +1,439 @@
+"""``arena run SCENARIO.toml --backend local|URL``: the battle goes through an AgentBeats-compatible backend.
+
+Why a second run mode: in direct mode ``arena run`` talks to the green agent itself, so nobody else can watch the
+battle. Here the battle is created through the AgentBeats HTTP API (ours, started for the run or already running,
+or the real AgentBeats backend), so its page shows the timeline live while the terminal shows the same progress bar
+as direct mode. The flow is the platform's own:
+
+1. ``local``: start ``python -m battle_backend`` on a free loopback port, SQLite inside the run directory;
+   a URL: check that it answers ``GET /health``.
+2. Start the white and the green agent, each behind an ``arena launcher`` (the backend resets agents through their
+   launchers before every battle). The green agent gets ``--scenario`` so the real AgentBeats backend, which passes
+   no battle config, still runs the scenario's battle.
+3. ``POST /agents`` for both (the green agent requires one participant named ``white_agent``, with a
+   ``battle_timeout`` large enough for the scenario), ``POST /battles`` with the scenario's ``pass_k_config``.
+4. Poll ``GET /battles/{id}``; every new ``interact_history`` entry feeds the progress display; the result event's
+   markdown is printed at the end.
+
+Exit codes are those of direct mode: 0 the battle completed (whatever the agent scored), 1 harness error, the
+backend put the battle in state error, or it timed out (a draw by timeout), 2 configuration error (before anything
+starts, or the green agent refused the battle's config), 130 Ctrl-C, 128 + signal on SIGTERM/SIGHUP. Every child
+(backend, launchers, and through them the agents) is stopped on every exit path. Agent registrations stay in the
+backend: its battle records and pages refer to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import secrets
+import time
+import webbrowser
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from rich.console import Console
+from rich.markdown import Markdown
+
+from green_agent.engine.config import BattleConfig, ConfigError, remote_config_dict
+from launcher.cli.assessment_client import AssessmentOutcome
+from launcher.ports import free_ports, loopback_url
+from launcher.processes import ProcessError, ProcessGroup, wait_until_ready
+from launcher.cli.run_command import (
+    EXIT_CONFIG_ERROR,
+    EXIT_HARNESS_ERROR,
+    EXIT_OK,
+    BattleDisplay,
+    PreparedRun,
+    RunOptions,
+    RunReport,
+    agent_environment,
+    green_agent_argv,
+    prepare_run,
+    say,
+    start_agent,
+    white_agent_argv,
+)
+
+logger = logging.getLogger(__name__)
+
+LOCAL = "local"
+WHITE_PARTICIPANT = "white_agent"
+"""The participant name our green agent requires (the name in ``opponents``; the winner is reported by alias)."""
+REFUSAL_PREFIX = "battle could not start"
+"""How our green agent's result message starts when it refused the battle's config (-> exit 2)."""
+_POLL_FAILURES_TOLERATED = 5
+_UPPER_BOUND_TASKS_PER_DOMAIN = 200
+"""Mode "all" runs a whole split; no tau2 split is larger, so the timeout estimate stays an upper bound."""
+
+
+class BackendError(RuntimeError):
+    """The backend refused a call or could not be reached; the message names the call and the answer."""
+
+
+@dataclass
+class BackendRunOptions:
+    """``arena run --backend``: the direct-mode options plus where the backend is and how to show it."""
+
+    run: RunOptions
+    backend: str
+    open_browser: bool = False
+    keep_backend: bool = False
+    battle_timeout_s: float | None = None
+    poll_interval_s: float = 0.5
+    request_timeout_s: float = 15.0
+
+
+@dataclass
+class BackendRunReport(RunReport):
+    """What happened, plus the backend's view of the battle (for callers and tests)."""
+
+    backend_url: str | None = None
+    battle_url: str | None = None
+    battle: dict[str, Any] | None = None
+    backend_db: Path | None = None
+    """The SQLite file of a ``local`` backend (``arena backend --db`` serves it again later)."""
+    agent_ids: dict[str, str] = field(default_factory=dict)
+
+
+def parse_backend(value: str) -> str:
+    """``local`` or an http(s) URL without a trailing slash; ConfigError naming ``--backend`` otherwise."""
+    value = value.strip()
+    if value == LOCAL:
+        return LOCAL
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"--backend: expected 'local' or an http(s) URL of an AgentBeats-compatible backend, got {value!r}")
+    return value.rstrip("/")
+
+
+def estimate_battle_timeout(config: BattleConfig) -> float:
+    """A ``battle_timeout`` no honest run of ``config`` exceeds: every wave of attempts at its time limit, plus slack.
+
+    The backend turns an expired timeout into a draw and refuses the late result, so this errs on the large side.
+    """
+    if config.mode == "manual":
+        tasks = len(config.task_indices)
+    elif config.mode == "random":
+        tasks = config.num_battles
+    else:
+        tasks = _UPPER_BOUND_TASKS_PER_DOMAIN * len(config.domains)
+    waves = math.ceil(tasks * config.k / config.concurrency)
+    return float(max(600.0, waves * config.attempt_timeout_s + 300.0))
+
+
+def local_backend_argv(port: int, db_path: Path, *, python: str) -> list[str]:
+    """Our backend for one run: loopback only, its SQLite file in the run directory."""
+    return [python, "-m", "battle_backend", "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path),
+            "--log-level", "warning"]
+
+
+def _is_loopback(url: str) -> bool:
+    return (urlsplit(url).hostname or "") in {"127.0.0.1", "localhost", "::1"}
+
+
+class BackendApi:
+    """The few AgentBeats calls ``arena run`` makes (same paths and bodies on our backend and on AgentBeats)."""
+
+    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
+        self.http = http
+        self.base_url = base_url.rstrip("/")
+
+    async def _call(self, method: str, path: str, *, expect: tuple[int, ...], json: Any = None) -> Any:
+        url = self.base_url + path
+        try:
+            response = await self.http.request(method, url, json=json)
+        except httpx.HTTPError as error:
+            raise BackendError(f"{method} {url}: the backend did not answer ({type(error).__name__}: {error})") from error
+        if response.status_code not in expect:
+            raise BackendError(f"{method} {url} answered HTTP {response.status_code}: {response.text[:500]}")
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as error:
+            raise BackendError(f"{method} {url} answered something that is not JSON: {response.text[:200]}") from error
+
+    async def health(self) -> dict[str, Any]:
+        body = await self._call("GET", "/health", expect=(200,))
+        return body if isinstance(body, dict) else {}
+
+    async def register(self, body: dict[str, Any]) -> str:
+        """``POST /agents``; the new agent's id."""
+        record = await self._call("POST", "/agents", expect=(200, 201), json=body)
+        agent_id = record.get("agent_id") if isinstance(record, dict) else None
+        if not isinstance(agent_id, str) or not agent_id:
+            raise BackendError(f"POST {self.base_url}/agents answered without an agent_id: {str(record)[:300]}")
+        return agent_id
+
+    async def create_battle(self, body: dict[str, Any]) -> str:
+        """``POST /battles``; the new battle's id."""
+        record = await self._call("POST", "/battles", expect=(200, 201), json=body)
+        battle_id = record.get("battle_id") if isinstance(record, dict) else None
+        if not isinstance(battle_id, str) or not battle_id:
+            raise BackendError(f"POST {self.base_url}/battles answered without a battle_id: {str(record)[:300]}")
+        return battle_id
+
+    async def battle(self, battle_id: str) -> dict[str, Any]:
+        record = await self._call("GET", f"/battles/{battle_id}", expect=(200,))
+        if not isinstance(record, dict):
+            raise BackendError(f"GET {self.base_url}/battles/{battle_id} answered {str(record)[:200]}")
+        return record
+
+
+def is_arena_backend(health: dict[str, Any]) -> bool:
+    """Our backend says how many battles it runs at once; AgentBeats' /health is only {"status": "ok"}."""
+    return "max_concurrent_battles" in health
+
+
+def battle_page_url(backend_url: str, battle_id: str, *, arena: bool) -> str:
+    """Our backend's live page, or (AgentBeats ships no page in its wheel) the battle's JSON."""
+    return f"{backend_url}/ui/battles/{battle_id}" if arena else f"{backend_url}/battles/{battle_id}"
+
+
+def result_event(battle: dict[str, Any]) -> dict[str, Any] | None:
+    """The last ``is_result`` entry of the battle's history (it carries the markdown summary)."""
+    for event in reversed(battle.get("interact_history") or []):
+        if isinstance(event, dict) and event.get("is_result"):
+            return event
+    return None
+
+
+def judge_battle(battle: dict[str, Any]) -> tuple[int, str | None]:
+    """The exit code and error message for a battle the backend reports as over."""
+    state = battle.get("state")
+    if state == "error":
+        return EXIT_HARNESS_ERROR, f"the backend stopped the battle: {battle.get('error') or 'no reason given'}"
+    result = battle.get("result") or {}
+    detail = result.get("detail") if isinstance(result.get("detail"), dict) else {}
+    score = result.get("score") if isinstance(result.get("score"), dict) else {}
+    if "timeout" in (result.get("reason"), score.get("reason")):
+        return EXIT_HARNESS_ERROR, "the battle timed out on the backend (a draw); later results are refused"
+    if isinstance(detail.get("attempts"), list):
+        return EXIT_OK, None
+    event = result_event(battle) or {}
+    message = str(event.get("message") or detail.get("error") or "the result holds no attempts")
+    if message.startswith(REFUSAL_PREFIX):
+        return EXIT_CONFIG_ERROR, message
+    return EXIT_HARNESS_ERROR, message
+
+
+class _Follower:
+    """Turns new ``interact_history`` entries into display updates."""
+
+    def __init__(self, display: BattleDisplay) -> None:
+        self.display = display
+        self.seen = 0
+        self.events: list[dict[str, Any]] = []
+
+    def feed(self, battle: dict[str, Any]) -> None:
+        history = battle.get("interact_history") or []
+        for entry in history[self.seen:]:
+            if not isinstance(entry, dict) or entry.get("is_result"):
+                continue
+            message = str(entry.get("message") or "")
+            detail = entry.get("detail")
+            if entry.get("reported_by") == "system" or not (isinstance(detail, dict) and "type" in detail):
+                self.display.line(f"backend: {message}" if entry.get("reported_by") == "system" else message)
+                continue
+            self.events.append(detail)
+            self.display.on_event(detail, message)
+        self.seen = max(self.seen, len(history))
+
+
+async def _follow(api: BackendApi, battle_id: str, display: BattleDisplay, group: ProcessGroup,
+                  options: BackendRunOptions, deadline_s: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Poll until the battle is finished or errored; a dead child or a battle that never ends is an error."""
+    follower = _Follower(display)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + deadline_s
+    failures = 0
+    while True:
+        group.check_alive()
+        try:
+            battle = await api.battle(battle_id)
+        except BackendError:
+            failures += 1  # a busy backend may miss one poll; a gone one fails every poll
+            if failures >= _POLL_FAILURES_TOLERATED:
+                raise
+            await asyncio.sleep(options.poll_interval_s)
+            continue
+        failures = 0
+        follower.feed(battle)
+        state = battle.get("state")
+        if state in ("finished", "error"):
+            return battle, follower.events
+        if state == "queued":
+            position = battle.get("queue_position")
+            display.status(f"battle {battle_id} queued" + (f" (position {position})" if position else ""))
+        if loop.time() > deadline:
+            raise BackendError(f"battle {battle_id} was still {state} after {deadline_s:g} s")
+        await asyncio.sleep(options.poll_interval_s)
+
+
+async def _connect_backend(options: BackendRunOptions, target: str, group: ProcessGroup, prepared: PreparedRun,
+                           port: int, display: BattleDisplay, report: BackendRunReport) -> str:
+    """The backend's URL; for ``local``, ours started for this run and waited for."""
+    if target != LOCAL:
+        return target
+    url = loopback_url(port)
+    display.status("starting the battle backend")
+    report.backend_db = prepared.run_dir / "backend.sqlite3"
+    proc = group.start("backend", local_backend_argv(port, report.backend_db, python=options.run.python))
+    await wait_until_ready(proc, url + "/health", timeout_s=options.run.startup_timeout_s)
+    display.line(f"battle backend: {url} (database {report.backend_db})")
+    return url
+
+
+async def _keep_serving(console: Console, backend_url: str) -> None:
+    say(console, f"the backend keeps serving at {backend_url}; press Ctrl-C to stop it")
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        say(console, "backend stopped")
+
+
+async def execute_backend_run(options: BackendRunOptions, console: Console) -> BackendRunReport:
+    """Run a scenario through a backend end to end; never leaves a child behind."""
+    try:
+        target = parse_backend(options.backend)
+        if options.run.backend_url:
+            raise ConfigError("--backend-url: not with --backend (the battle reports to the backend it runs on)")
+        if options.keep_backend and target != LOCAL:
+            raise ConfigError("--keep-backend: only with --backend local (a backend given by URL is not ours to stop)")
+        prepared = prepare_run(options.run)
+    except ConfigError as error:
+        say(console, str(error), label="configuration error:")
+        return BackendRunReport(EXIT_CONFIG_ERROR, error=str(error))
+
+    report = BackendRunReport(EXIT_HARNESS_ERROR)
+    group = ProcessGroup(prepared.log_dir, grace_s=options.run.grace_s)
+    started = time.monotonic()
+    try:
+        async with group:
+            with BattleDisplay(console, quiet=options.run.quiet) as display:
+                battle, events = await _run_battle(options, target, prepared, group, display, report)
+            report.battle = battle
+            _conclude(report, battle, events, prepared, options, console, started)
+            if options.keep_backend and report.backend_url is not None:
+                for proc in group.processes:  # only the backend stays: the agents' work is done
+                    if proc.name != "backend":
+                        await group.stop(proc)
+                await _keep_serving(console, report.backend_url)
+    except (ProcessError, BackendError) as error:
+        say(console, str(error), label="error:")
+        say(console, f"logs: {prepared.log_dir}")
+        report.exit_code = EXIT_HARNESS_ERROR
+        report.error = str(error)
+    except asyncio.CancelledError:
+        if group.received_signal is not None:
+            say(console, f"stopped by {group.received_signal.name}; all agents stopped")
+            report.exit_code = 128 + int(group.received_signal)
+            report.error = f"received {group.received_signal.name}"
+            return report
+        raise
+    return report
+
+
+async def _run_battle(options: BackendRunOptions, target: str, prepared: PreparedRun, group: ProcessGroup,
+                      display: BattleDisplay, report: BackendRunReport) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Backend up, agents up and registered, battle created and followed to its end."""
+    run = options.run
+    scenario = prepared.scenario
+    config = scenario.pass_k_config
+    timeout = httpx.Timeout(options.request_timeout_s)
+    backend_port, white_port, green_port, white_launcher_port, green_launcher_port = free_ports(5)
+    backend_url = await _connect_backend(options, target, group, prepared, backend_port, display, report)
+    report.backend_url = backend_url
+    async with httpx.AsyncClient(timeout=timeout, trust_env=not _is_loopback(backend_url)) as http:
+        api = BackendApi(http, backend_url)
+        arena = is_arena_backend(await api.health())
+        # Behind launchers: the backend resets every agent through its launcher before the battle.
+        agent_options = dataclasses.replace(run, with_launchers=True)
+        tag = secrets.token_hex(2)
+        white_launcher = ""
+        if scenario.white_agent.kind == "external":
+            white_url = str(scenario.white_agent.url)
+        else:
+            white_argv = white_agent_argv(scenario.white_agent, white_port, python=run.python, module=run.white_module)
+            white_url, _ = await start_agent(group, display, "white_agent", white_argv, white_port,
+                                             white_launcher_port, agent_options, prepared.log_dir)
+            white_launcher = loopback_url(white_launcher_port)
+        green_argv = green_agent_argv(green_port, run.runs_dir, python=run.python, module=run.green_module,
+                                      scenario=run.scenario_path)
+        green_url, _ = await start_agent(group, display, "green_agent", green_argv, green_port, green_launcher_port,
+                                         agent_options, prepared.log_dir,
+                                         env=agent_environment(prepared.operator_token))
+        report.pids = [p.pid for p in group.processes]
+
+        display.status("registering the agents")
+        white_alias = f"arena-{scenario.white_agent.kind}-white-{tag}"
+        white_id = await api.register({"alias": white_alias, "agent_url": white_url, "launcher_url": white_launcher,
+                                       "is_green": False})
+        battle_timeout = options.battle_timeout_s or estimate_battle_timeout(config)
+        green_id = await api.register({
+            "alias": f"arena-green-{tag}",
+            "agent_url": green_url,
+            "launcher_url": loopback_url(green_launcher_port),
+            "is_green": True,
+            "participant_requirements": [{"role": "blue_agent", "name": WHITE_PARTICIPANT, "required": True}],
+            "battle_timeout": math.ceil(battle_timeout),
+        })
+        report.agent_ids = {"white_agent": white_id, "green_agent": green_id}
+        battle_id = await api.create_battle({
+            "green_agent_id": green_id,
+            "opponents": [{"name": WHITE_PARTICIPANT, "agent_id": white_id}],
+            "config": {"pass_k_config": remote_config_dict(config)},
+        })
+        report.battle_id = battle_id
+        report.battle_url = battle_page_url(backend_url, battle_id, arena=arena)
+        display.line(f"battle page: {report.battle_url}" if arena else f"battle {battle_id}: {report.battle_url}")
+        if options.open_browser and arena:
+            await asyncio.to_thread(webbrowser.open, report.battle_url)
+        display.status(f"battle {battle_id}")
+        # The backend's own timeout ends the battle; ours only guards against a backend that never does.
+        deadline_s = battle_timeout + 300.0
+        return await _follow(api, battle_id, display, group, options, deadline_s)
+
+
+def _conclude(report: BackendRunReport, battle: dict[str, Any], events: list[dict[str, Any]], prepared: PreparedRun,
+              options: BackendRunOptions, console: Console, started: float) -> None:
+    """Exit code, markdown summary and summary path from the finished battle."""
+    exit_code, error = judge_battle(battle)
+    event = result_event(battle) or {}
+    result = battle.get("result") or {}
+    detail = result.get("detail") if isinstance(result.get("detail"), dict) else None
+    report.outcome = AssessmentOutcome(
+        state="completed" if exit_code == EXIT_OK else "failed",
+        markdown=event.get("markdown_content") if isinstance(event.get("markdown_content"), str) else None,
+        result=detail,
+        error=error,
+        battle_started=any(e.get("type") == "battle_started" for e in events),
+        events=events,
+    )
+    if exit_code != EXIT_OK:
+        label = "the green agent refused the battle:" if exit_code == EXIT_CONFIG_ERROR else "the battle did not complete:"
+        say(console, str(error), label=label)
+        say(console, f"battle: {report.battle_url}")
+        say(console, f"logs: {prepared.log_dir}")
+        report.exit_code, report.error = exit_code, error
+        return
+    if report.outcome.markdown:
+        console.print(Markdown(report.outcome.markdown))
+    say(console, f"winner (as the backend records it): {result.get('winner')}")
+    summary_path = options.run.runs_dir / str(report.battle_id) / "summary.json"
+    if not summary_path.is_file():
+        say(console, f"the battle completed but {summary_path} was not written", label="error:")
+        report.exit_code, report.error = EXIT_HARNESS_ERROR, f"{summary_path} missing"
+        return
+    report.summary_path = summary_path
+    say(console, f"battle: {report.battle_url}")
+    say(console, f"summary: {summary_path}  ({time.monotonic() - started:.1f} s)")
+    if report.backend_db is not None and not options.keep_backend:
+        say(console, f"the run's backend stops now; to browse this battle again: arena backend --db {report.backend_db}")
+    report.exit_code = EXIT_OK

@@ -1,0 +1,450 @@
+"""``arena run SCENARIO.toml``: start the agents, run one battle with live progress, print the summary, clean up.
+
+Why here and not in cli.py: the orchestration (validation, process start order, readiness, the assessment, exit codes)
+is testable without typer; cli.py only parses options. The rules it keeps:
+- configuration problems are found before any process starts (exit 2, message naming the field);
+- children get free loopback ports, log to ``runs/<battle id>/logs/``, and are all stopped on every exit path;
+- API keys reach children only through the inherited environment, never on a command line;
+- exit 0 when the battle completed whatever the agent scored, 1 on harness errors, 2 on configuration errors,
+  130 on Ctrl-C, 128 + signal number on SIGTERM/SIGHUP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import secrets
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Self
+
+import httpx
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from green_agent.engine.config import ConfigError, remote_config_dict
+from launcher.cli.scenario import Scenario, WhiteAgentConfig, load_scenario
+from green_agent.service.operator_auth import TOKEN_ENV
+from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
+from launcher.ports import free_ports, loopback_url
+from launcher.processes import ManagedProcess, ProcessError, ProcessGroup, wait_until_ready
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_HARNESS_ERROR = 1
+EXIT_CONFIG_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+AGENT_CARD_PATH = "/.well-known/agent-card.json"
+_BATTLE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclass
+class RunOptions:
+    """Everything ``arena run`` was asked to do."""
+
+    scenario_path: Path
+    runs_dir: Path = Path("runs")
+    backend_url: str | None = None
+    battle_id: str | None = None
+    with_launchers: bool = False
+    quiet: bool = False
+    python: str = sys.executable
+    green_module: str = "green_agent"
+    white_module: str = "white_agent"
+    startup_timeout_s: float = 120.0
+    idle_timeout_s: float | None = 300.0
+    grace_s: float = 5.0
+
+
+@dataclass
+class PreparedRun:
+    """A validated run: the scenario, the battle id and where its files go."""
+
+    scenario: Scenario
+    battle_id: str
+    run_dir: Path
+    log_dir: Path
+    backend_url: str | None
+    operator_token: str = field(default="", repr=False)
+    """The green agent's operator token for this run (generated; passed to it through its environment)."""
+
+
+@dataclass
+class RunReport:
+    """What happened (for callers and tests)."""
+
+    exit_code: int
+    battle_id: str | None = None
+    summary_path: Path | None = None
+    outcome: AssessmentOutcome | None = None
+    error: str | None = None
+    pids: list[int] = field(default_factory=list)
+
+
+def say(console: Console, message: str, *, label: str | None = None) -> None:
+    """Print one message verbatim (no markup interpretation, no hard wrapping: paths stay copyable)."""
+    text = Text(message)
+    if label:
+        text = Text.assemble((label, "bold red"), " ", text)
+    console.print(text, highlight=False, soft_wrap=True)
+
+
+def generate_battle_id(name: str) -> str:
+    """``<scenario name>-<UTC time>-<random>``: sortable, unique, safe as a directory name."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:40] or "battle"
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{slug}-{stamp}-{secrets.token_hex(2)}"
+
+
+def check_secrets_present(scenario: Scenario) -> None:
+    """Refuse LLM users / LLM white agents whose API key variable is missing (before anything starts)."""
+    user = scenario.pass_k_config.user_simulator
+    try:
+        from green_agent.engine.tau.users import check_user_config  # lazily: heavy, and written in parallel
+    except ImportError:
+        if user.kind == "llm" and not os.environ.get(user.api_key_env):
+            raise ConfigError(
+                f"user_simulator.api_key_env: environment variable {user.api_key_env} is not set "
+                "(the LLM user simulator needs an API key)"
+            ) from None
+    else:
+        check_user_config(user)
+    white = scenario.white_agent
+    if white.kind == "llm" and not os.environ.get(white.api_key_env):
+        raise ConfigError(
+            f"white_agent.api_key_env: environment variable {white.api_key_env} is not set "
+            "(the llm white agent needs an API key)"
+        )
+
+
+def prepare_run(options: RunOptions) -> PreparedRun:
+    """Validate the scenario, the battle id and the secrets; raise :class:`ConfigError` naming the field."""
+    scenario = load_scenario(options.scenario_path)
+    if options.battle_id is not None and not _BATTLE_ID_RE.match(options.battle_id):
+        raise ConfigError(
+            f"--battle-id: {options.battle_id!r} must be 1-128 characters of letters, digits, '.', '_' or '-' "
+            "and start with a letter or digit"
+        )
+    check_secrets_present(scenario)
+    battle_id = options.battle_id or generate_battle_id(scenario.name)
+    run_dir = options.runs_dir / battle_id
+    backend_url = options.backend_url or scenario.backend.url
+    return PreparedRun(scenario, battle_id, run_dir, run_dir / "logs", backend_url,
+                       operator_token=secrets.token_urlsafe(32))
+
+
+def white_agent_argv(white: WhiteAgentConfig, port: int, *, python: str, module: str = "white_agent") -> list[str]:
+    """The reference white agent's command line (keys stay in the environment: only the variable's name is passed)."""
+    url = loopback_url(port)
+    argv = [python, "-m", module, "--kind", white.kind, "--host", "127.0.0.1", "--port", str(port), "--card-url", url,
+            "--seed", str(white.seed)]
+    for name, rate in white.fault_rates.items():
+        argv += ["--fault-rate", f"{name}={rate}"]
+    if white.kind == "llm":
+        argv += ["--model", white.model, "--api-key-env", white.api_key_env, "--temperature", str(white.temperature)]
+        if white.base_url:
+            argv += ["--base-url", white.base_url]
+    return argv
+
+
+def green_agent_argv(port: int, runs_dir: Path, *, python: str, module: str = "green_agent",
+                     scenario: Path | None = None) -> list[str]:
+    """The green agent's command line; ``scenario`` makes its [pass_k_config] the default of AgentBeats battles."""
+    argv = [python, "-m", module, "--host", "127.0.0.1", "--port", str(port), "--card-url", loopback_url(port),
+            "--runs-dir", str(runs_dir), "--log-level", "warning"]
+    return argv + (["--scenario", str(scenario)] if scenario is not None else [])
+
+
+def launcher_argv(agent_argv: Sequence[str], *, port: int, agent_url: str, name: str, log_dir: Path,
+                  python: str) -> list[str]:
+    """An ``arena launcher`` wrapping ``agent_argv`` (run through ``python -m launcher``: no install needed)."""
+    return [python, "-m", "launcher", "launcher", "--port", str(port), "--agent-url", agent_url, "--name", name,
+            "--log-dir", str(log_dir), "--", *agent_argv]
+
+
+class BattleDisplay:
+    """Live progress: a rich bar (attempts done / total, successes, failures, infrastructure errors) plus log lines."""
+
+    def __init__(self, console: Console, *, quiet: bool) -> None:
+        self.console = console
+        self.quiet = quiet
+        self.ok = 0
+        self.failed = 0
+        self.infra = 0
+        self.total: int | None = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> Self:
+        if not self.quiet:
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("✅ {task.fields[ok]}  ❌ {task.fields[failed]}  ⚠️  {task.fields[infra]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=False,
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task("starting", total=None, ok=0, failed=0, infra=0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(None, None, None)
+            self._progress = None
+
+    def status(self, text: str) -> None:
+        """A setup step ("starting the green agent...")."""
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=text)
+
+    def line(self, text: str) -> None:
+        if not self.quiet:
+            say(self.console, text)
+
+    def on_event(self, event: dict[str, Any], text: str) -> None:
+        """The assessment client's callback."""
+        kind = event.get("type")
+        if kind == "battle_started":
+            total = event.get("attempts_total")
+            self.total = int(total) if isinstance(total, (int, float)) else None
+            self._update(description=f"battle {event.get('battle_id', '')}", total=self.total)
+        elif kind == "attempt_finished":
+            outcome = event.get("outcome")
+            if outcome == "success":
+                self.ok += 1
+            elif outcome == "infra_error":
+                self.infra += 1
+            else:
+                self.failed += 1
+            done = event.get("done")
+            total = event.get("total")
+            if isinstance(total, int):
+                self.total = total
+            self._update(completed=done if isinstance(done, int) else self.ok + self.failed + self.infra,
+                         total=self.total)
+        if text:
+            self.line(text)
+
+    def _update(self, **kwargs: Any) -> None:
+        if self._progress is None or self._task is None:
+            return
+        self._progress.update(self._task, ok=self.ok, failed=self.failed, infra=self.infra, **kwargs)
+
+
+async def start_agent(
+    group: ProcessGroup,
+    display: BattleDisplay,
+    name: str,
+    agent_argv: list[str],
+    port: int,
+    launcher_port: int,
+    options: RunOptions,
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+) -> tuple[str, ManagedProcess]:
+    """Start one agent (directly, or behind a launcher on ``launcher_port``) and wait until its card answers.
+
+    ``env`` is the agent's whole environment (default: ours, minus the green agent's operator token)."""
+    env = env if env is not None else agent_environment()
+    url = loopback_url(port)
+    card_url = url + AGENT_CARD_PATH
+    if not options.with_launchers:
+        display.status(f"starting the {name}")
+        proc = await group.start_and_wait(name, agent_argv, card_url, timeout_s=options.startup_timeout_s, env=env)
+        return url, proc
+    launcher_url = loopback_url(launcher_port)
+    display.status(f"starting the {name} launcher")
+    argv = launcher_argv(agent_argv, port=launcher_port, agent_url=url, name=name, log_dir=log_dir,
+                         python=options.python)
+    proc = group.start(f"{name}_launcher", argv, env=env)
+    await wait_until_ready(proc, launcher_url + "/health", timeout_s=options.startup_timeout_s)
+    display.status(f"waiting for the {name} behind {launcher_url}")
+    await _wait_behind_launcher(proc, name, launcher_url, options.startup_timeout_s)
+    display.line(f"{name} launcher: {launcher_url} (agent {url})")
+    return url, proc
+
+
+def agent_environment(operator_token: str | None = None) -> dict[str, str]:
+    """Our environment for a child agent: never our own operator token; the green agent's, when given."""
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    if operator_token is not None:
+        env[TOKEN_ENV] = operator_token
+    return env
+
+
+async def _wait_behind_launcher(proc: ManagedProcess, name: str, launcher_url: str, timeout_s: float) -> None:
+    """Wait until the launcher reports its agent ready; fail fast with the launcher's own error report."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
+        while True:
+            if not proc.running:
+                raise proc.exited_error("before its agent was ready")
+            try:
+                health = (await client.get(launcher_url + "/health")).json()
+            except (httpx.HTTPError, ValueError):
+                health = {}
+            if health.get("agent_ready"):
+                return
+            if health.get("last_error"):
+                raise ProcessError(f"the {name} behind the launcher at {launcher_url} failed: {health['last_error']}")
+            if loop.time() > deadline:
+                raise ProcessError(f"the {name} behind the launcher at {launcher_url} was not ready within {timeout_s:g} s")
+            await asyncio.sleep(0.1)
+
+
+async def _assess(
+    green: ManagedProcess,
+    green_url: str,
+    white_url: str,
+    prepared: PreparedRun,
+    display: BattleDisplay,
+    options: RunOptions,
+) -> AssessmentOutcome:
+    """Run the assessment while watching the green agent: its death ends the wait at once."""
+    config = remote_config_dict(prepared.scenario.pass_k_config)
+    assessment = asyncio.create_task(
+        run_assessment(
+            green_url,
+            white_url,
+            config,
+            battle_id=prepared.battle_id,
+            on_event=display.on_event,
+            extra_request_fields={"backend_url": prepared.backend_url},
+            idle_timeout_s=options.idle_timeout_s,
+            operator_token=prepared.operator_token,
+        )
+    )
+
+    async def watch_green() -> None:
+        while green.running:
+            await asyncio.sleep(0.2)
+        raise green.exited_error("while the battle was running")
+
+    watcher = asyncio.create_task(watch_green())
+    try:
+        done, _ = await asyncio.wait({assessment, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if assessment in done:
+            return assessment.result()
+        watcher.result()  # raises ChildExitedError
+        raise AssertionError("unreachable")  # pragma: no cover
+    except AssessmentError:
+        # A broken stream is usually the agent dying: prefer its exit code and stderr when we have them.
+        await asyncio.sleep(0.3)
+        if not green.running:
+            raise green.exited_error("while the battle was running") from None
+        raise
+    finally:
+        for task in (assessment, watcher):
+            task.cancel()
+        await asyncio.gather(assessment, watcher, return_exceptions=True)
+
+
+def _summary_path(run_dir: Path, outcome: AssessmentOutcome, runs_dir: Path) -> Path:
+    battle_id = (outcome.result or {}).get("battle_id")
+    if isinstance(battle_id, str) and battle_id and battle_id != run_dir.name:
+        return runs_dir / battle_id / "summary.json"
+    return run_dir / "summary.json"
+
+
+async def execute_run(options: RunOptions, console: Console) -> RunReport:
+    """Run a scenario end to end; never leaves a child behind. Returns the exit code and what happened."""
+    try:
+        prepared = prepare_run(options)
+    except ConfigError as error:
+        say(console, str(error), label="configuration error:")
+        return RunReport(EXIT_CONFIG_ERROR, error=str(error))
+
+    scenario = prepared.scenario
+    report = RunReport(EXIT_HARNESS_ERROR, battle_id=prepared.battle_id)
+    started = time.monotonic()
+    group = ProcessGroup(prepared.log_dir, grace_s=options.grace_s)
+    try:
+        with BattleDisplay(console, quiet=options.quiet) as display:
+            async with group:
+                # All ports at once: sockets held together cannot be handed out twice.
+                white_port, green_port, white_launcher_port, green_launcher_port = free_ports(4)
+                if scenario.white_agent.kind == "external":
+                    white_url = str(scenario.white_agent.url)
+                    white_proc = None
+                else:
+                    white_argv = white_agent_argv(scenario.white_agent, white_port, python=options.python,
+                                                  module=options.white_module)
+                    white_url, white_proc = await start_agent(group, display, "white_agent", white_argv, white_port,
+                                                              white_launcher_port, options, prepared.log_dir)
+                # The scenario file gives the green agent its operator-only settings (the user simulator's
+                # endpoint, model and key variable); the token travels in its environment, never on a command line.
+                green_argv = green_agent_argv(green_port, options.runs_dir, python=options.python,
+                                              module=options.green_module, scenario=options.scenario_path)
+                green_url, green_proc = await start_agent(group, display, "green_agent", green_argv, green_port,
+                                                          green_launcher_port, options, prepared.log_dir,
+                                                          env=agent_environment(prepared.operator_token))
+                report.pids = [p.pid for p in group.processes]
+                display.status(f"battle {prepared.battle_id}")
+                outcome = await _assess(green_proc, green_url, white_url, prepared, display, options)
+                report.outcome = outcome
+                if white_proc is not None and not white_proc.running:
+                    display.line(str(white_proc.exited_error("during the battle")))
+    except ProcessError as error:
+        say(console, str(error), label="error:")
+        say(console, f"logs: {prepared.log_dir}")
+        report.error = str(error)
+        return report
+    except AssessmentError as error:
+        say(console, str(error), label="error:")
+        say(console, f"logs: {prepared.log_dir}")
+        report.error = str(error)
+        return report
+    except asyncio.CancelledError:
+        if group.received_signal is not None:
+            say(console, f"stopped by {group.received_signal.name}; all agents stopped")
+            report.exit_code = 128 + int(group.received_signal)
+            report.error = f"received {group.received_signal.name}"
+            return report
+        raise
+
+    elapsed = time.monotonic() - started
+    if not outcome.completed:
+        if outcome.state in {"failed", "rejected", "message"} and not outcome.battle_started:
+            say(console, str(outcome.error), label="the green agent refused the battle:")
+            report.exit_code = EXIT_CONFIG_ERROR
+        else:
+            say(console, str(outcome.error), label=f"the battle did not complete ({outcome.state}):")
+            say(console, f"logs: {prepared.log_dir}")
+            report.exit_code = EXIT_HARNESS_ERROR
+        report.error = outcome.error
+        return report
+
+    if outcome.markdown:
+        console.print(Markdown(outcome.markdown))
+    summary_path = _summary_path(prepared.run_dir, outcome, options.runs_dir)
+    if not summary_path.is_file():
+        say(console, f"the battle completed but {summary_path} was not written", label="error:")
+        report.error = f"{summary_path} missing"
+        return report
+    report.summary_path = summary_path
+    say(console, f"summary: {summary_path}  ({elapsed:.1f} s)")
+    report.exit_code = EXIT_OK
+    return report

@@ -204,7 +204,10 @@ class BattleService:
             record = await self.store.append_event(
                 # A result decides the battle: it is accepted only with the battle's token (which only the green
                 # agent receives), whatever require_token says; progress events need it only with require_token.
-                battle_id, payload, finish=finish, presented_token=token,
+                battle_id,
+                payload,
+                finish=finish,
+                presented_token=token,
                 enforce_token=self.settings.require_token or event.is_result,
             )
         except BattleNotFound as exc:

@@ -43,14 +43,34 @@ async def main(args: argparse.Namespace) -> int:
     async with ProcessGroup(work / "logs") as group:
         white = await group.start_and_wait(
             "white_agent",
-            [python, "-m", "white_agent", "--kind", "replay", "--port", str(white_port), "--card-url",
-             loopback_url(white_port)],
+            [
+                python,
+                "-m",
+                "white_agent",
+                "--kind",
+                "replay",
+                "--port",
+                str(white_port),
+                "--card-url",
+                loopback_url(white_port),
+            ],
             loopback_url(white_port) + "/.well-known/agent-card.json",
         )
         green = await group.start_and_wait(
             "green_agent",
-            [python, "-m", "green_agent", "--port", str(green_port), "--card-url", loopback_url(green_port),
-             "--runs-dir", str(work / "runs"), "--scoring-workers", str(args.scoring_workers)],
+            [
+                python,
+                "-m",
+                "green_agent",
+                "--port",
+                str(green_port),
+                "--card-url",
+                loopback_url(green_port),
+                "--runs-dir",
+                str(work / "runs"),
+                "--scoring-workers",
+                str(args.scoring_workers),
+            ],
             loopback_url(green_port) + "/health",
             timeout_s=120,
         )
@@ -59,8 +79,14 @@ async def main(args: argparse.Namespace) -> int:
         peaks = {"green": 0, "workers": 0}
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample_rss(green.pid, peaks, stop))
-        config = {"mode": "all", "domain": args.domain, "split": "test", "k": args.k, "calibration": True,
-                  "concurrency": args.concurrency}
+        config = {
+            "mode": "all",
+            "domain": args.domain,
+            "split": "test",
+            "k": args.k,
+            "calibration": True,
+            "concurrency": args.concurrency,
+        }
         started = time.perf_counter()
         outcome = await run_assessment(loopback_url(green_port), loopback_url(white_port), config, idle_timeout_s=300)
         wall = time.perf_counter() - started
@@ -72,10 +98,14 @@ async def main(args: argparse.Namespace) -> int:
     attempts = outcome.result["attempts"]
     ok = sum(a["outcome"] == "success" for a in attempts)
     print(f"calibration battle {args.domain}/test k={args.k}: {len(attempts)} attempts, {ok} scored 1.0")
-    print(f"wall time {wall:.1f} s (target < 60 s for retail k=4), {len(attempts) / wall:.2f} attempts/s, "
-          f"concurrency {args.concurrency}, scoring workers {args.scoring_workers}")
-    print(f"peak RSS: green agent {peaks['green'] / 2**20:.0f} MiB, its scoring workers together "
-          f"{peaks['workers'] / 2**20:.0f} MiB")
+    print(
+        f"wall time {wall:.1f} s (target < 60 s for retail k=4), {len(attempts) / wall:.2f} attempts/s, "
+        f"concurrency {args.concurrency}, scoring workers {args.scoring_workers}"
+    )
+    print(
+        f"peak RSS: green agent {peaks['green'] / 2**20:.0f} MiB, its scoring workers together "
+        f"{peaks['workers'] / 2**20:.0f} MiB"
+    )
     return 0 if ok == len(attempts) else 1
 
 

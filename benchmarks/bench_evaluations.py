@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings, run_agentic
-from green_agent.service.operator_auth import OperatorToken, bearer_header
 from green_agent.service.a2a_server import create_app
+from green_agent.service.operator_auth import OperatorToken, bearer_header
 from launcher.ports import free_port, loopback_url
 from launcher.processes import ProcessGroup
 from tests.support.servers import serve_app_factory
@@ -58,18 +58,35 @@ def make_run_request(conversations: int, seed: int = 7) -> dict[str, Any]:
                 "ground_truth_assistant": f"{a} + {b} equals {a + b}",
             }
             if rng.random() < 0.5:
-                used = [{"tool_name": "calculator", "parameters": {"operation": "add", "a": a, "b": b},
-                         "result": a + b, "step": 1}] if rng.random() < 0.9 else []
+                used = (
+                    [
+                        {
+                            "tool_name": "calculator",
+                            "parameters": {"operation": "add", "a": a, "b": b},
+                            "result": a + b,
+                            "step": 1,
+                        }
+                    ]
+                    if rng.random() < 0.9
+                    else []
+                )
                 item["agentic"] = {"tools_used": used, "final_answer_uses_tools": bool(used)}
                 item["ground_truth_agentic"] = {
-                    "expected_tools": [{"tool_name": "calculator",
-                                        "parameters": {"operation": "add", "a": a, "b": b}, "step": 1}],
-                    "tool_sequence_matters": False}
+                    "expected_tools": [
+                        {"tool_name": "calculator", "parameters": {"operation": "add", "a": a, "b": b}, "step": 1}
+                    ],
+                    "tool_sequence_matters": False,
+                }
             interactions.append(item)
         datasets.append({"session_id": f"s{index}", "assistant_id": "bench", "conversation": interactions})
-    return {"connector": {"class_path": "langchain_groq.chat_models.ChatGroq",
-                          "params": {"model": "llama-3.3-70b-versatile"}},
-            "datasets": datasets, "config": {"k": 3, "judge": "lexical"}}
+    return {
+        "connector": {
+            "class_path": "langchain_groq.chat_models.ChatGroq",
+            "params": {"model": "llama-3.3-70b-versatile"},
+        },
+        "datasets": datasets,
+        "config": {"k": 3, "judge": "lexical"},
+    }
 
 
 def make_csv(cases: int) -> bytes:
@@ -99,13 +116,18 @@ async def bench_run(repeats: int, conversations: int) -> None:
         in_process.append(time.perf_counter() - start)
     agg = result["aggregated_metrics"]
     print(f"/run, {conversations} conversations ({interactions} interactions), lexical judge")
-    print(f"  in-process run_agentic: {_stats(in_process)} "
-          f"({conversations / statistics.median(in_process):,.0f} conversations/s)")
+    print(
+        f"  in-process run_agentic: {_stats(in_process)} "
+        f"({conversations / statistics.median(in_process):,.0f} conversations/s)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         component = EvaluationsComponent(EvaluationsSettings(judge=settings))
-        async with serve_app_factory(lambda url: create_app(url, runs_dir=Path(tmp), scoring_workers=1,
-                                                            components=[component], operator_token=OPERATOR),
-                                     startup_timeout_s=120) as url:
+        async with serve_app_factory(
+            lambda url: create_app(
+                url, runs_dir=Path(tmp), scoring_workers=1, components=[component], operator_token=OPERATOR
+            ),
+            startup_timeout_s=120,
+        ) as url:
             body = json.dumps(payload).encode()
             async with httpx.AsyncClient(base_url=url, timeout=120, headers=bearer_header(OPERATOR.value)) as client:
                 await client.post("/run", content=body)
@@ -115,10 +137,14 @@ async def bench_run(repeats: int, conversations: int) -> None:
                     response = await client.post("/run", content=body, headers={"content-type": "application/json"})
                     over_http.append(time.perf_counter() - start)
                     assert response.status_code == 200, response.text[:300]
-    print(f"  over HTTP (request {len(body) / 1e6:.1f} MB, response {len(response.content) / 1e6:.1f} MB): "
-          f"{_stats(over_http)}")
-    print(f"  result: {agg['fully_correct_conversations']}/{agg['total_conversations']} correct, "
-          f"pass@3 {agg['pass_at_k']:.4f}, pass^3 {agg['pass_pow_k']:.4f}, {agg['interpretation']}")
+    print(
+        f"  over HTTP (request {len(body) / 1e6:.1f} MB, response {len(response.content) / 1e6:.1f} MB): "
+        f"{_stats(over_http)}"
+    )
+    print(
+        f"  result: {agg['fully_correct_conversations']}/{agg['total_conversations']} correct, "
+        f"pass@3 {agg['pass_at_k']:.4f}, pass^3 {agg['pass_pow_k']:.4f}, {agg['interpretation']}"
+    )
 
 
 async def bench_csv(repeats: int, cases: int, concurrency: int) -> None:
@@ -127,22 +153,44 @@ async def bench_csv(repeats: int, cases: int, concurrency: int) -> None:
         async with ProcessGroup(Path(tmp) / "logs", handle_signals=False) as group:
             port = free_port()
             white = loopback_url(port)
-            await group.start_and_wait("finance", [sys.executable, "-m", "white_agent", "--kind", "finance",
-                                                   "--port", str(port), "--card-url", white + "/"],
-                                       white + "/.well-known/agent-card.json", timeout_s=60)
-            component = EvaluationsComponent(EvaluationsSettings(judge=JudgeSettings(cache_path=None),
-                                                                 max_concurrency=32))
-            async with serve_app_factory(lambda url: create_app(url, runs_dir=Path(tmp), scoring_workers=1,
-                                                                components=[component], operator_token=OPERATOR),
-                                         startup_timeout_s=120) as url, \
-                    httpx.AsyncClient(base_url=url, timeout=300, headers=bearer_header(OPERATOR.value)) as client:
+            await group.start_and_wait(
+                "finance",
+                [
+                    sys.executable,
+                    "-m",
+                    "white_agent",
+                    "--kind",
+                    "finance",
+                    "--port",
+                    str(port),
+                    "--card-url",
+                    white + "/",
+                ],
+                white + "/.well-known/agent-card.json",
+                timeout_s=60,
+            )
+            component = EvaluationsComponent(
+                EvaluationsSettings(judge=JudgeSettings(cache_path=None), max_concurrency=32)
+            )
+            async with (
+                serve_app_factory(
+                    lambda url: create_app(
+                        url, runs_dir=Path(tmp), scoring_workers=1, components=[component], operator_token=OPERATOR
+                    ),
+                    startup_timeout_s=120,
+                ) as url,
+                httpx.AsyncClient(base_url=url, timeout=300, headers=bearer_header(OPERATOR.value)) as client,
+            ):
 
                 async def once() -> tuple[float, dict[str, Any]]:
                     start = time.perf_counter()
                     summary: dict[str, Any] = {}
-                    async with client.stream("POST", "/evaluations/run",
-                                             files={"file": ("bench.csv", csv, "text/csv")},
-                                             data={"agent_url": white, "concurrency": str(concurrency)}) as r:
+                    async with client.stream(
+                        "POST",
+                        "/evaluations/run",
+                        files={"file": ("bench.csv", csv, "text/csv")},
+                        data={"agent_url": white, "concurrency": str(concurrency)},
+                    ) as r:
                         event = None
                         async for line in r.aiter_lines():
                             if line.startswith("event:"):
@@ -161,8 +209,10 @@ async def bench_csv(repeats: int, cases: int, concurrency: int) -> None:
     last = summaries[-1]
     print(f"CSV suite, {cases} cases, concurrency {concurrency}, scripted finance agent (own process), lexical judge")
     print(f"  wall time (client, upload to summary): {_stats(walls)}; {cases / median:.1f} cases/s")
-    print(f"  server-side wall time {statistics.median(s['wall_time_s'] for s in summaries):.3f} s; "
-          f"passed {last['passed']}/{last['total']}, errored {last['errored']}")
+    print(
+        f"  server-side wall time {statistics.median(s['wall_time_s'] for s in summaries):.3f} s; "
+        f"passed {last['passed']}/{last['total']}, errored {last['errored']}"
+    )
 
 
 def main() -> None:

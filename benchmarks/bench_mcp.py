@@ -38,11 +38,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from green_agent.service.mcp import McpComponent
-from green_agent.service.operator_auth import OperatorToken, bearer_header
-from green_agent.service.a2a_server import create_app
 from green_agent.engine.tau.environment import AttemptEnvironment
 from green_agent.engine.tau.tasks import resolve_task
+from green_agent.service.a2a_server import create_app
+from green_agent.service.mcp import McpComponent
+from green_agent.service.operator_auth import OperatorToken, bearer_header
 from launcher.ports import free_ports, loopback_url
 from launcher.processes import ProcessGroup
 from white_agent.protocol import McpConnector, McpEndpointInfo
@@ -102,9 +102,11 @@ async def round_trips(component: McpComponent, calls: int) -> None:
                     samples.append(time.perf_counter() - start)
                     assert not result.is_error
                 version = client.protocol_version
-            print(f"tool call round trip ({mode}, protocol {version}): median "
-                  f"{statistics.median(samples) * 1e3:.2f} ms, p95 {percentile(samples, 0.95) * 1e3:.2f} ms "
-                  f"over {calls} calls")
+            print(
+                f"tool call round trip ({mode}, protocol {version}): median "
+                f"{statistics.median(samples) * 1e3:.2f} ms, p95 {percentile(samples, 0.95) * 1e3:.2f} ms "
+                f"over {calls} calls"
+            )
         connector, info = McpConnector(), McpEndpointInfo(url=endpoint.url, token=endpoint.token)
         opens = []
         for _ in range(50):
@@ -112,8 +114,10 @@ async def round_trips(component: McpComponent, calls: int) -> None:
             async with connector.open(info) as client:
                 await client.call_tool("calculate", {"expression": "1 + 1"})
             opens.append(time.perf_counter() - start)
-        print(f"per-turn session as the reference agents open it (open + one call + close): median "
-              f"{statistics.median(opens) * 1e3:.2f} ms, p95 {percentile(opens, 0.95) * 1e3:.2f} ms")
+        print(
+            f"per-turn session as the reference agents open it (open + one call + close): median "
+            f"{statistics.median(opens) * 1e3:.2f} ms, p95 {percentile(opens, 0.95) * 1e3:.2f} ms"
+        )
 
 
 async def battle(control: Client, white: str, config: dict[str, Any]) -> tuple[float, dict[str, Any]]:
@@ -126,8 +130,15 @@ async def battle(control: Client, white: str, config: dict[str, Any]) -> tuple[f
 
 
 async def battles(url: str, white: str, operator: OperatorToken, args: argparse.Namespace) -> None:
-    base = {"mode": "manual", "domain": "retail", "split": "test", "task_id": list(range(args.tasks)), "k": args.k,
-            "calibration": True, "concurrency": args.concurrency}
+    base = {
+        "mode": "manual",
+        "domain": "retail",
+        "split": "test",
+        "task_id": list(range(args.tasks)),
+        "k": args.k,
+        "calibration": True,
+        "concurrency": args.concurrency,
+    }
     walls: dict[str, list[float]] = {"text": [], "mcp": []}
     async with (
         create_mcp_http_client(headers=bearer_header(operator.value)) as http,  # SDK timeouts: long waits are fine
@@ -140,14 +151,17 @@ async def battles(url: str, white: str, operator: OperatorToken, args: argparse.
                 attempts = started["results"]["attempts"]
                 ok = sum(a["reward"] == 1.0 for a in attempts)
                 steps = sum(a["steps"] for a in attempts)
-                print(f"battle {mode:4s}: {len(attempts)} attempts, {ok} scored 1.0, {steps} A2A turns, "
-                      f"wall {wall:.2f} s")
+                print(
+                    f"battle {mode:4s}: {len(attempts)} attempts, {ok} scored 1.0, {steps} A2A turns, wall {wall:.2f} s"
+                )
                 if ok != len(attempts):
                     raise RuntimeError(f"{mode}: {len(attempts) - ok} attempts did not score 1.0")
                 walls[mode].append(wall)
     text, mcp = statistics.median(walls["text"]), statistics.median(walls["mcp"])
-    print(f"battle retail test tasks 0..{args.tasks - 1} x k={args.k} (concurrency {args.concurrency}): "
-          f"text {text:.2f} s, mcp {mcp:.2f} s (medians of {args.repeats}); ratio mcp/text {mcp / text:.2f}")
+    print(
+        f"battle retail test tasks 0..{args.tasks - 1} x k={args.k} (concurrency {args.concurrency}): "
+        f"text {text:.2f} s, mcp {mcp:.2f} s (medians of {args.repeats}); ratio mcp/text {mcp / text:.2f}"
+    )
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -158,14 +172,28 @@ async def main(args: argparse.Namespace) -> int:
 
     def green(url: str) -> Any:
         holder["mcp"] = McpComponent(public_url=url)
-        return create_app(url, runs_dir=work / "runs", scoring_workers=args.scoring_workers,
-                          components=[holder["mcp"]], operator_token=operator)
+        return create_app(
+            url,
+            runs_dir=work / "runs",
+            scoring_workers=args.scoring_workers,
+            components=[holder["mcp"]],
+            operator_token=operator,
+        )
 
     async with ProcessGroup(work / "logs") as group:
         await group.start_and_wait(
             "white_agent",
-            [sys.executable, "-m", "white_agent", "--kind", "replay", "--port", str(white_port), "--card-url",
-             loopback_url(white_port)],
+            [
+                sys.executable,
+                "-m",
+                "white_agent",
+                "--kind",
+                "replay",
+                "--port",
+                str(white_port),
+                "--card-url",
+                loopback_url(white_port),
+            ],
             loopback_url(white_port) + "/.well-known/agent-card.json",
         )
         async with serve(green) as url:

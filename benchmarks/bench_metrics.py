@@ -83,23 +83,31 @@ def main() -> None:
     median, best = _time(lambda: summarize_trials(trials, n_bootstrap=1000, seed=0), args.repeats)
     summary = summarize_trials(trials, n_bootstrap=1000, seed=0)
     top = summary.macro_at(16)
-    print(f"summarize_trials  10,000 tasks x 16 trials, 1,000 resamples: median {median * 1000:.1f} ms, "
-          f"best {best * 1000:.1f} ms  (target < 1000 ms)  [macro pass^16 = {top.pass_hat_mean:.4f} "
-          f"({top.pass_hat_ci_low:.4f}, {top.pass_hat_ci_high:.4f}), coverage {top.coverage}/{top.total_tasks}]")
+    print(
+        f"summarize_trials  10,000 tasks x 16 trials, 1,000 resamples: median {median * 1000:.1f} ms, "
+        f"best {best * 1000:.1f} ms  (target < 1000 ms)  [macro pass^16 = {top.pass_hat_mean:.4f} "
+        f"({top.pass_hat_ci_low:.4f}, {top.pass_hat_ci_high:.4f}), coverage {top.coverage}/{top.total_tasks}]"
+    )
 
     expected, actual = make_calls()
     median, best = _time(lambda: match_tool_calls(expected, actual), args.repeats * 10)
     f1 = match_tool_calls(expected, actual).f1
-    print(f"match_tool_calls  50 x 50, 8 tool names (strict):            median {median * 1000:.2f} ms, "
-          f"best {best * 1000:.2f} ms  (target < 10 ms)  [F1 = {f1:.3f}]")
+    print(
+        f"match_tool_calls  50 x 50, 8 tool names (strict):            median {median * 1000:.2f} ms, "
+        f"best {best * 1000:.2f} ms  (target < 10 ms)  [F1 = {f1:.3f}]"
+    )
     median, best = _time(lambda: match_tool_calls(expected, actual, mode="flexible"), args.repeats * 10)
-    print(f"match_tool_calls  50 x 50, 8 tool names (flexible):          median {median * 1000:.2f} ms, "
-          f"best {best * 1000:.2f} ms  (target < 10 ms)")
+    print(
+        f"match_tool_calls  50 x 50, 8 tool names (flexible):          median {median * 1000:.2f} ms, "
+        f"best {best * 1000:.2f} ms  (target < 10 ms)"
+    )
 
     same_exp, same_act = make_calls(names=1)
     median, best = _time(lambda: match_tool_calls(same_exp, same_act), args.repeats * 10)
-    print(f"match_tool_calls  50 x 50, one tool name (worst case, 2,500 pairs scored): median {median * 1000:.2f} ms, "
-          f"best {best * 1000:.2f} ms")
+    print(
+        f"match_tool_calls  50 x 50, one tool name (worst case, 2,500 pairs scored): median {median * 1000:.2f} ms, "
+        f"best {best * 1000:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

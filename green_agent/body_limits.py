@@ -112,8 +112,11 @@ class BodyLimitMiddleware:
             body = await self._read(scope, receive)
             if body and _is_json(scope, body):
                 check = json_shape_problem
-                problem = (await asyncio.to_thread(check, body, max_depth=self.max_depth)
-                           if len(body) > _OFF_LOOP_BYTES else check(body, max_depth=self.max_depth))
+                problem = (
+                    await asyncio.to_thread(check, body, max_depth=self.max_depth)
+                    if len(body) > _OFF_LOOP_BYTES
+                    else check(body, max_depth=self.max_depth)
+                )
                 if problem:
                     raise BodyRejected(400, f"request body refused: {problem}")
                 # Escaped lone surrogates ("\ud800") decode to text no UTF-8 response or file can hold; the SDKs
@@ -160,10 +163,15 @@ class BodyLimitMiddleware:
 
 async def _answer(send: Send, status: int, message: str) -> None:
     body = json.dumps({"error": message}).encode()
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close")],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

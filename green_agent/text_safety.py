@@ -26,8 +26,9 @@ def clean_text(text: str) -> str:
     return text
 
 
-_ESCAPE = re.compile(rb"\\(?:u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?|u[dD][c-fC-F][0-9a-fA-F]{2}|.)",
-                     re.DOTALL)
+_ESCAPE = re.compile(
+    rb"\\(?:u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?|u[dD][c-fC-F][0-9a-fA-F]{2}|.)", re.DOTALL
+)
 _LONE_ESCAPE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
 
 

@@ -204,7 +204,7 @@ def start_process(
             env=child_env,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=hook,  # noqa: PLW1509 - only prctl + getppid, no locks
+            preexec_fn=hook,
         )
     logger.debug("started %s (pid %d): %s", name, popen.pid, " ".join(argv))
     return ManagedProcess(name=name, argv=list(argv), popen=popen, stdout_path=stdout_path, stderr_path=stderr_path)

@@ -82,8 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--base-url", default=None, help="llm: OpenAI-compatible base URL")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="llm: environment variable holding the key")
     parser.add_argument("--temperature", type=float, default=0.0, help="llm: sampling temperature")
-    parser.add_argument("--max-tool-calls-per-turn", type=int, default=40,
-                        help="llm, tool mode mcp: tool calls allowed before the agent must answer the user")
+    parser.add_argument(
+        "--max-tool-calls-per-turn",
+        type=int,
+        default=40,
+        help="llm, tool mode mcp: tool calls allowed before the agent must answer the user",
+    )
     parser.add_argument("--max-contexts", type=int, default=DEFAULT_MAX_CONTEXTS, help="conversations kept (LRU)")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning")
     return parser

@@ -49,8 +49,9 @@ def make_agent(
         return FinanceAgent("scripted", max_contexts=max_contexts)
     if kind == "finance-llm":
         base = llm or LlmAgentSettings()
-        finance = FinanceLlmSettings(model=base.model, base_url=base.base_url, api_key_env=base.api_key_env,
-                                     temperature=base.temperature)
+        finance = FinanceLlmSettings(
+            model=base.model, base_url=base.base_url, api_key_env=base.api_key_env, temperature=base.temperature
+        )
         return FinanceAgent("llm", llm=finance, api_key=api_key, http_client=http_client, max_contexts=max_contexts)
     raise WhiteAgentConfigError(f"kind: unknown agent kind {kind!r}; known kinds: {', '.join(AGENT_KINDS)}")
 

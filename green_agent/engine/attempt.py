@@ -19,16 +19,15 @@ from typing import Any, Protocol
 
 import httpx
 
+from green_agent.engine.attribution import EarlyStop, classify_scored, failure_from_stop
 from green_agent.engine.config import BattleConfig
 from green_agent.engine.events import utc_now
-from green_agent.engine.attribution import EarlyStop, classify_scored, failure_from_stop
 from green_agent.engine.results import AttemptResult, FailureCategory, FaultAuthor, RewardBreakdown
 from green_agent.engine.tau.environment import AttemptEnvironment
 from green_agent.engine.tau.sandbox import SandboxFactory, ToolFault
 from green_agent.engine.tau.scoring import ScoringError, ScoringPool
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users import SimulatedUser, UserSimulatorError, make_user
-from green_agent.text_safety import json_line
 from green_agent.engine.turn_protocol import (
     ActionParseError,
     build_first_data,
@@ -45,6 +44,7 @@ from green_agent.engine.white_client import (
     WhiteAgentTimeout,
     WhiteReply,
 )
+from green_agent.text_safety import json_line
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,9 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
         if cfg.calibration:
             metadata = {**(metadata or {}), "arena": calibration_metadata(spec)}
             data = {**data, "arena": metadata["arena"]}
-        async with WhiteAgentClient(spec.white_agent_url, httpx_client=deps.http, turn_timeout_s=cfg.turn_timeout_s) as white:
+        async with WhiteAgentClient(
+            spec.white_agent_url, httpx_client=deps.http, turn_timeout_s=cfg.turn_timeout_s
+        ) as white:
             while True:
                 # Steps are the agent's actions: A2A replies, and in tool_mode "mcp" also its MCP tool calls.
                 if max(steps, env.steps) >= cfg.max_steps:
@@ -220,12 +222,16 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     elif env is not None:
         simulation = env.simulation(termination, started_at=started_at, ended_at=ended_at)
         try:
-            breakdown = await deps.scoring.score(spec.ref, simulation) if termination in SCORED_TERMINATIONS else (
-                RewardBreakdown(reward=0.0, raw={"note": f"termination {termination} is not scored by tau2"})
+            breakdown = (
+                await deps.scoring.score(spec.ref, simulation)
+                if termination in SCORED_TERMINATIONS
+                else (RewardBreakdown(reward=0.0, raw={"note": f"termination {termination} is not scored by tau2"}))
             )
         except ScoringError as error:
             result.failure = failure_from_stop(
-                EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, f"tau2 evaluator failed: {error}", termination)
+                EarlyStop(
+                    FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, f"tau2 evaluator failed: {error}", termination
+                )
             )
             result.outcome = "infra_error"
         else:
@@ -259,15 +265,20 @@ def harness_failure(spec: AttemptSpec, detail: str) -> AttemptResult:
     """The result of an attempt whose loop itself failed (a harness bug): an infrastructure error, not the agent's."""
     result = _new_result(spec, context_id="", steps=0, termination="too_many_errors")
     result.outcome = "infra_error"
-    result.failure = failure_from_stop(EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, detail,
-                                                 "too_many_errors"))
+    result.failure = failure_from_stop(
+        EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, detail, "too_many_errors")
+    )
     return result
 
 
 def max_steps_stop(max_steps: int) -> EarlyStop:
     """The agent used its step budget without ending the conversation."""
-    return EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
-                     f"max_steps ({max_steps}) reached without ending the conversation", "max_steps")
+    return EarlyStop(
+        FailureCategory.TIMEOUT,
+        FaultAuthor.WHITE_AGENT,
+        f"max_steps ({max_steps}) reached without ending the conversation",
+        "max_steps",
+    )
 
 
 PARSE_OFF_LOOP_CHARS = 32 * 1024
@@ -300,24 +311,37 @@ def _whole_numbers(value: Any) -> Any:
     return value
 
 
-def _stop_for(error: Exception, *, phase: _Phase, deadline_expired: bool, config: BattleConfig, steps: int) -> EarlyStop:
+def _stop_for(
+    error: Exception, *, phase: _Phase, deadline_expired: bool, config: BattleConfig, steps: int
+) -> EarlyStop:
     """Attribute an exception that ended the attempt to the party that caused it."""
     if isinstance(error, _Stopped):
         return error.stop
     if isinstance(error, WhiteAgentTimeout):
-        return EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT,
-                         f"turn time limit ({config.turn_timeout_s:g} s) exceeded at step {steps + 1}: {error}",
-                         "agent_error")
+        return EarlyStop(
+            FailureCategory.TIMEOUT,
+            FaultAuthor.WHITE_AGENT,
+            f"turn time limit ({config.turn_timeout_s:g} s) exceeded at step {steps + 1}: {error}",
+            "agent_error",
+        )
     if isinstance(error, WhiteAgentCommunicationError):
         return EarlyStop(FailureCategory.COMMUNICATION_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
     if isinstance(error, WhiteAgentReportedFailure):
         return EarlyStop(FailureCategory.WHITE_AGENT_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
     if isinstance(error, WhiteAgentReplyTooLarge):
-        return EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT,
-                         f"reply at step {steps + 1} refused: {error}", "agent_error")
+        return EarlyStop(
+            FailureCategory.FORMAT_ERROR,
+            FaultAuthor.WHITE_AGENT,
+            f"reply at step {steps + 1} refused: {error}",
+            "agent_error",
+        )
     if isinstance(error, ActionParseError):
-        return EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT,
-                         f"reply at step {steps} is not an action: {error}", "agent_error")
+        return EarlyStop(
+            FailureCategory.FORMAT_ERROR,
+            FaultAuthor.WHITE_AGENT,
+            f"reply at step {steps} is not an action: {error}",
+            "agent_error",
+        )
     if isinstance(error, ToolFault):
         return _tool_fault_stop(error)
     if isinstance(error, UserSimulatorError):
@@ -328,18 +352,27 @@ def _stop_for(error: Exception, *, phase: _Phase, deadline_expired: bool, config
             FaultAuthor.WHITE_AGENT: FailureCategory.TIMEOUT,
             FaultAuthor.USER_SIMULATOR: FailureCategory.USER_SIMULATOR_ERROR,
         }.get(phase.author, FailureCategory.HARNESS_ERROR)
-        return EarlyStop(category, phase.author,
-                         f"attempt time limit ({config.attempt_timeout_s:g} s) hit while {phase.what}", "max_steps")
+        return EarlyStop(
+            category,
+            phase.author,
+            f"attempt time limit ({config.attempt_timeout_s:g} s) hit while {phase.what}",
+            "max_steps",
+        )
     author = FaultAuthor.HARNESS if phase.author is FaultAuthor.WHITE_AGENT else phase.author
-    return EarlyStop(FailureCategory.HARNESS_ERROR, author,
-                     f"{type(error).__name__} while {phase.what}: {error}", "too_many_errors")
+    return EarlyStop(
+        FailureCategory.HARNESS_ERROR, author, f"{type(error).__name__} while {phase.what}: {error}", "too_many_errors"
+    )
 
 
 def _tool_fault_stop(fault: ToolFault) -> EarlyStop:
     """A killed, crashed or exhausted tool call: the fault of whoever made the call (agent or simulated user)."""
     if fault.requestor == "user":
-        return EarlyStop(FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR,
-                         f"the simulated user's {fault.detail}", "user_error")
+        return EarlyStop(
+            FailureCategory.USER_SIMULATOR_ERROR,
+            FaultAuthor.USER_SIMULATOR,
+            f"the simulated user's {fault.detail}",
+            "user_error",
+        )
     category = FailureCategory.TIMEOUT if fault.kind == "timeout" else FailureCategory.WHITE_AGENT_ERROR
     return EarlyStop(category, FaultAuthor.WHITE_AGENT, f"the agent's {fault.detail}", "agent_error")
 
@@ -356,8 +389,9 @@ MAX_TRAJECTORY_LINE_CHARS = 256 * 1024
 """Longest line of a trajectory file: longer strings inside a message are cut (and say so)."""
 
 
-async def _write_trajectory(directory: Path, spec: AttemptSpec, env: AttemptEnvironment,
-                            result: AttemptResult) -> str | None:
+async def _write_trajectory(
+    directory: Path, spec: AttemptSpec, env: AttemptEnvironment, result: AttemptResult
+) -> str | None:
     """One JSONL file per attempt: a header line with the result, then one line per message (off the event loop).
 
     Every string is made valid UTF-8 (lone surrogates replaced) and lines are bounded, so nothing an agent sends can

@@ -65,9 +65,7 @@ def classify_scored(breakdown: RewardBreakdown) -> Failure | None:
         return Failure(
             category=FailureCategory.TASK_INCOMPLETE,
             fault_author=FaultAuthor.WHITE_AGENT,
-            detail=(
-                f"environment assertions met: {breakdown.env_assertions_met} of {breakdown.env_assertions_total}"
-            ),
+            detail=(f"environment assertions met: {breakdown.env_assertions_met} of {breakdown.env_assertions_total}"),
         )
     return Failure(
         category=FailureCategory.UNKNOWN_FAILURE,

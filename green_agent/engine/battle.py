@@ -22,7 +22,6 @@ from green_agent.engine.attempt import AttemptDeps, AttemptSpec, ToolGateway, ha
 from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.events import BattleEvent, EventSink, fan_out, utc_now
-from green_agent.statistics import summarize_trials
 from green_agent.engine.report import render_markdown, write_run_dir
 from green_agent.engine.results import AttemptResult, BattleResult
 from green_agent.engine.tau.sandbox import SandboxFactory
@@ -30,6 +29,7 @@ from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.engine.tau.tasks import TaskRef, select_tasks
 from green_agent.engine.tau.users import check_user_config, user_api_key
 from green_agent.engine.white_client import capped_http_client
+from green_agent.statistics import summarize_trials
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,7 @@ def _attempt_line(result: AttemptResult, k: int) -> str:
         reward = 0.0 if result.reward is None else result.reward
         category = result.failure.category.value if result.failure else "unknown_failure"
         return (
-            f"❌ {head}: FAILED (reward={reward:.1f}, steps={result.steps}, time={result.duration_s:.1f}s) "
-            f"[{category}]"
+            f"❌ {head}: FAILED (reward={reward:.1f}, steps={result.steps}, time={result.duration_s:.1f}s) [{category}]"
         )
     assert result.failure is not None
     return (
@@ -117,8 +116,10 @@ class Battle:
         refs: list[TaskRef] = await asyncio.to_thread(select_tasks, cfg)
         self.attempts_total = len(refs) * cfg.k
         if self._max_attempts is not None and self.attempts_total > self._max_attempts:
-            raise ConfigError(f"k: {len(refs)} tasks x k={cfg.k} = {self.attempts_total} attempts exceed this green "
-                              f"agent's limit of {self._max_attempts} per battle")
+            raise ConfigError(
+                f"k: {len(refs)} tasks x k={cfg.k} = {self.attempts_total} attempts exceed this green "
+                f"agent's limit of {self._max_attempts} per battle"
+            )
         await self.emit(
             "battle_started",
             f"🎯 Starting pass@{cfg.k} evaluation: {len(refs)} task(s) x {cfg.k} attempts"
@@ -132,11 +133,14 @@ class Battle:
         )
         # One HTTP pool per battle: the A2A client factory mutates its client's default headers, so battles
         # (possibly against agents of different protocol versions) must not share one.
-        async with capped_http_client(max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency * 2)) as http:
+        async with capped_http_client(
+            max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency * 2)
+        ) as http:
             return await self._run_attempts(refs, http, started_at, t0)
 
-    async def _run_attempts(self, refs: list[TaskRef], http: httpx.AsyncClient, started_at: str,
-                            t0: float) -> BattleResult:
+    async def _run_attempts(
+        self, refs: list[TaskRef], http: httpx.AsyncClient, started_at: str, t0: float
+    ) -> BattleResult:
         cfg = self.config
         deps = AttemptDeps(
             config=cfg,
@@ -155,10 +159,17 @@ class Battle:
                 key = ref.key
                 if key not in announced:
                     announced.add(key)
-                    await self.emit("task_started", f"🎯 Starting pass@{cfg.k} evaluation ({ref.domain} task "
-                                    f"{ref.index}, id {ref.task_id})", task_key=key)
-                await self.emit("attempt_started", f"[{key}] 🔄 Starting attempt {attempt}/{cfg.k}...",
-                                task_key=key, attempt=attempt)
+                    await self.emit(
+                        "task_started",
+                        f"🎯 Starting pass@{cfg.k} evaluation ({ref.domain} task {ref.index}, id {ref.task_id})",
+                        task_key=key,
+                    )
+                await self.emit(
+                    "attempt_started",
+                    f"[{key}] 🔄 Starting attempt {attempt}/{cfg.k}...",
+                    task_key=key,
+                    attempt=attempt,
+                )
                 spec = AttemptSpec(self.battle_id, ref, attempt, self.white_agent_url)
                 try:
                     result = await run_attempt(spec, deps)
@@ -180,8 +191,11 @@ class Battle:
                 )
                 return result
 
-        self._attempt_tasks = [asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}")
-                               for ref in refs for a in range(1, cfg.k + 1)]
+        self._attempt_tasks = [
+            asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}")
+            for ref in refs
+            for a in range(1, cfg.k + 1)
+        ]
         if self._cancel_requested:
             self.request_cancel()
         try:
@@ -194,22 +208,34 @@ class Battle:
         attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
         status = "cancelled" if self._cancel_requested else "completed"
         if status == "cancelled":
-            await self.emit("battle_cancelled", f"🛑 Battle cancelled: {len(attempts)} of {self.attempts_total} "
-                            "attempts finished; the summary covers those", done=len(attempts),
-                            total=self.attempts_total)
+            await self.emit(
+                "battle_cancelled",
+                f"🛑 Battle cancelled: {len(attempts)} of {self.attempts_total} "
+                "attempts finished; the summary covers those",
+                done=len(attempts),
+                total=self.attempts_total,
+            )
         # Bootstrap intervals and rendering are CPU work proportional to the battle's size: off the event loop.
         result = await asyncio.to_thread(self._assemble, refs, attempts, started_at, time.perf_counter() - t0)
         result.status = status
         markdown = await asyncio.to_thread(render_markdown, result)
         self.markdown = markdown
-        await self.emit("battle_finished", markdown, summary=result.summary.get("macro", []),
-                        failure_breakdown=result.failure_breakdown, infrastructure_errors=result.infrastructure_errors)
+        await self.emit(
+            "battle_finished",
+            markdown,
+            summary=result.summary.get("macro", []),
+            failure_breakdown=result.failure_breakdown,
+            infrastructure_errors=result.infrastructure_errors,
+        )
         if self.run_dir is not None:
-            await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown,
-                                    [e.model_dump(mode="json") for e in self._events])
+            await asyncio.to_thread(
+                write_run_dir, self.run_dir, result, markdown, [e.model_dump(mode="json") for e in self._events]
+            )
         return result
 
-    def _assemble(self, refs: list[TaskRef], attempts: list[AttemptResult], started_at: str, seconds: float) -> BattleResult:
+    def _assemble(
+        self, refs: list[TaskRef], attempts: list[AttemptResult], started_at: str, seconds: float
+    ) -> BattleResult:
         trials: dict[str, list[bool | None]] = {r.key: [] for r in refs}
         for a in attempts:
             trials[a.task_key].append(a.trial_outcome)

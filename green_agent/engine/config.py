@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -142,7 +142,9 @@ def format_validation_error(error: ValidationError, *, prefix: str = "") -> str:
     the validated object inside the file."""
     lines = []
     for item in error.errors():
-        where = ".".join([prefix, *(str(p) for p in item["loc"])] if prefix else [str(p) for p in item["loc"]]) or "<root>"
+        where = (
+            ".".join([prefix, *(str(p) for p in item["loc"])] if prefix else [str(p) for p in item["loc"]]) or "<root>"
+        )
         message = item["msg"].removeprefix("Value error, ")
         lines.append(f"{where}: {message}")
     return "; ".join(lines)
@@ -152,14 +154,19 @@ def parse_battle_config(data: dict[str, Any]) -> BattleConfig:
     """Validate a request ``config`` (the pass_k_config fields, optionally nested under ``pass_k_config``)."""
     if "pass_k_config" in data:
         extra = {k: v for k, v in data.items() if k != "pass_k_config"}
-        data = {**data["pass_k_config"], **({"user_simulator": extra["user_simulator"]} if "user_simulator" in extra else {})}
+        data = {
+            **data["pass_k_config"],
+            **({"user_simulator": extra["user_simulator"]} if "user_simulator" in extra else {}),
+        }
     try:
         return BattleConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from None
 
 
-def parse_remote_battle_config(data: object, default: BattleConfig, *, max_concurrency: int | None = None) -> BattleConfig:
+def parse_remote_battle_config(
+    data: object, default: BattleConfig, *, max_concurrency: int | None = None
+) -> BattleConfig:
     """Validate a battle config that came over the network, on top of the operator's ``default``.
 
     Remote configs may choose the battle (mode, tasks, k, limits, the user simulator's kind and temperature) but not
@@ -190,9 +197,14 @@ def parse_remote_battle_config(data: object, default: BattleConfig, *, max_concu
                     "not by a remote request; remove the field"
                 )
         flat["user_simulator"] = {**base["user_simulator"], **user}
-    if max_concurrency is not None and isinstance(flat.get("concurrency"), int) and flat["concurrency"] > max_concurrency:
-        raise ConfigError(f"concurrency: at most {max_concurrency} attempts in flight on this green agent "
-                          f"(got {flat['concurrency']})")
+    if (
+        max_concurrency is not None
+        and isinstance(flat.get("concurrency"), int)
+        and flat["concurrency"] > max_concurrency
+    ):
+        raise ConfigError(
+            f"concurrency: at most {max_concurrency} attempts in flight on this green agent (got {flat['concurrency']})"
+        )
     return parse_battle_config({**base, **flat})
 
 

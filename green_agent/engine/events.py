@@ -17,8 +17,15 @@ from pydantic import BaseModel, Field
 
 log = logging.getLogger(__name__)
 
-EventType = Literal["battle_started", "task_started", "attempt_started", "attempt_finished", "battle_cancelled",
-                    "battle_finished", "log"]
+EventType = Literal[
+    "battle_started",
+    "task_started",
+    "attempt_started",
+    "attempt_finished",
+    "battle_cancelled",
+    "battle_finished",
+    "log",
+]
 
 
 def utc_now() -> str:

@@ -11,8 +11,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from green_agent.statistics import first_k_all_pass, has_success_streak
 from green_agent.engine.results import AttemptResult, BattleResult
+from green_agent.statistics import first_k_all_pass, has_success_streak
 from green_agent.text_safety import clean_json, clean_text
 
 WIN_THRESHOLD = 0.5
@@ -75,8 +75,12 @@ def _task_section(key: str, attempts: list[AttemptResult], k: int) -> list[str]:
         + ("n/a" if streak is None else "✅ YES" if streak else "❌ NO"),
         f"- success rate: {successes}/{len(counted)}"
         + (f" ({successes / len(counted):.1%})" if counted else "")
-        + (f"; {len(attempts) - len(counted)} infrastructure error(s) excluded" if len(counted) < len(attempts) else ""),
-        f"- average steps on success: {sum(steps_ok) / len(steps_ok):.1f}" if steps_ok else "- average steps on success: n/a",
+        + (
+            f"; {len(attempts) - len(counted)} infrastructure error(s) excluded" if len(counted) < len(attempts) else ""
+        ),
+        f"- average steps on success: {sum(steps_ok) / len(steps_ok):.1f}"
+        if steps_ok
+        else "- average steps on success: n/a",
         f"- total steps: {sum(a.steps for a in attempts)}",
         "- failure breakdown: " + (", ".join(f"{c} x{n}" for c, n in sorted(failures.items())) or "none"),
         "",
@@ -103,8 +107,11 @@ def render_markdown(result: BattleResult) -> str:
     title = "# Arena pass^k evaluation" + (" — CALIBRATION" if result.calibration else "")
     lines = [title, ""]
     if result.calibration:
-        lines += ["> CALIBRATION battle: the white agent was told the task (replay of gold actions). These numbers "
-                  "check the harness, not an agent.", ""]
+        lines += [
+            "> CALIBRATION battle: the white agent was told the task (replay of gold actions). These numbers "
+            "check the harness, not an agent.",
+            "",
+        ]
     lines += [
         f"- battle: `{result.battle_id}`; white agent: {result.white_agent_url}",
         f"- tasks: {len(tasks)}; attempts: {len(result.attempts)} (k = {k}); wall time {result.duration_s:.1f} s",
@@ -116,8 +123,13 @@ def render_markdown(result: BattleResult) -> str:
             f"- micro success rate (pooled over attempts): {_fmt(micro.get('rate'))} "
             f"{_interval(micro.get('ci_low'), micro.get('ci_high'))} (Wilson 95%)"
         )
-    lines += ["", "## Across tasks (macro mean over tasks, task-level bootstrap 95% intervals)", "",
-              "| j | pass^j | 95% CI | pass@j | 95% CI | tasks with n >= j |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Across tasks (macro mean over tasks, task-level bootstrap 95% intervals)",
+        "",
+        "| j | pass^j | 95% CI | pass@j | 95% CI | tasks with n >= j |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in macro_rows(result):
         lines.append(
             f"| {row.get('j')} | {_fmt(row.get('pass_hat_mean'))} | "
@@ -125,8 +137,13 @@ def render_markdown(result: BattleResult) -> str:
             f"{_interval(row.get('pass_at_ci_low'), row.get('pass_at_ci_high'))} | "
             f"{row.get('coverage')}/{row.get('total_tasks')} |"
         )
-    lines += ["", "Failure breakdown: " + (", ".join(f"{c} x{n}" for c, n in result.failure_breakdown.items()) or "none"),
-              "", "## Per task", ""]
+    lines += [
+        "",
+        "Failure breakdown: " + (", ".join(f"{c} x{n}" for c, n in result.failure_breakdown.items()) or "none"),
+        "",
+        "## Per task",
+        "",
+    ]
     for key, attempts in tasks.items():
         lines += _task_section(key, attempts, k)
     return "\n".join(lines).rstrip() + "\n"

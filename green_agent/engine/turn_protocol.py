@@ -136,8 +136,9 @@ def build_first_message(
         tools_part = f"Tools you can call (JSON schemas):\n{json.dumps(tools, indent=2, ensure_ascii=False)}"
         reply_format = REPLY_FORMAT
     else:
-        tools_part = (f"Tools you can call over MCP at {mcp.get('url', '(see the data part)')}: "
-                      f"{', '.join(_tool_names(tools))}")
+        tools_part = (
+            f"Tools you can call over MCP at {mcp.get('url', '(see the data part)')}: {', '.join(_tool_names(tools))}"
+        )
         reply_format = MCP_REPLY_FORMAT
     return f"{policy.strip()}\n\n{tools_part}\n\n{reply_format}\n\n{USER_MESSAGE_PREFIX} {user_text}"
 
@@ -293,7 +294,9 @@ def _delimited_json(
             break
         index += 1
         if index > MAX_BLOCKS:
-            raise ActionParseError(f"the reply has more than {MAX_BLOCKS} {'<json> tags' if kind == 'tag' else 'fenced blocks'}")
+            raise ActionParseError(
+                f"the reply has more than {MAX_BLOCKS} {'<json> tags' if kind == 'tag' else 'fenced blocks'}"
+            )
         position = first_closing.end()
         language = opening.group(1).lower() if kind == "fenced" else ""
         if language and language not in _JSON_FENCE_LANGS:

@@ -272,8 +272,9 @@ def _classify(error: Exception, *, url: str, timeout_s: float) -> WhiteAgentErro
             max_bytes=too_large.max_bytes,
         )
     if isinstance(error, RecursionError):
-        return WhiteAgentCommunicationError(f"invalid A2A reply from {url}: JSON nested too deeply",
-                                            kind="invalid_response")
+        return WhiteAgentCommunicationError(
+            f"invalid A2A reply from {url}: JSON nested too deeply", kind="invalid_response"
+        )
     if isinstance(error, AgentCardResolutionError):
         return WhiteAgentCommunicationError(
             f"agent card of {url} unreachable or invalid: {error.message}",
@@ -427,8 +428,9 @@ class WhiteAgentClient:
 
     async def __aenter__(self) -> Self:
         if self._httpx is None:
-            self._httpx = capped_http_client(max_bytes=DEFAULT_MAX_REPLY_BYTES, max_connections=8,
-                                             timeout_s=self._turn_timeout_s)
+            self._httpx = capped_http_client(
+                max_bytes=DEFAULT_MAX_REPLY_BYTES, max_connections=8, timeout_s=self._turn_timeout_s
+            )
         return self
 
     async def __aexit__(

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from green_agent.evaluations.judge import Judge, JudgeOutcome
+from green_agent.evaluations.metrics import MatchMode, match_tool_calls
 from green_agent.evaluations.prompts import (
     GOAL_COMPARISON,
     GOAL_INFERENCE,
@@ -40,7 +41,6 @@ from green_agent.evaluations.prompts import (
     TOPIC_EXTRACTION,
     TOPIC_REFUSAL,
 )
-from green_agent.evaluations.metrics import MatchMode, match_tool_calls
 
 MetricName = Literal[
     "agent_goal_accuracy",
@@ -193,11 +193,13 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def _unscored(judge: str, reason: str, infos: Sequence[JudgeOutcome] = ()) -> JudgeScore:
-    return JudgeScore(judge=judge, status="unscored", score=None, reason=reason,
-                      judge_info=[o.judge.model_dump() for o in infos])
+    return JudgeScore(
+        judge=judge, status="unscored", score=None, reason=reason, judge_info=[o.judge.model_dump() for o in infos]
+    )
 
 
 # --- per metric, per judge (batched over samples) --------------------------------------------------------------------
+
 
 async def _goal_accuracy(judge: Judge, samples: Sequence[AgentSample], variant: str) -> list[JudgeScore]:
     with_ref = [variant == "with" or (variant == "auto" and s.reference) for s in samples]
@@ -215,8 +217,13 @@ async def _goal_accuracy(judge: Judge, samples: Sequence[AgentSample], variant: 
             continue
         desired = samples[i].reference if with_ref[i] else outcome.answer["user_goal"]
         compare_idx.append(i)
-        compare_inputs.append({"desired_outcome": desired, "achieved_outcome": outcome.answer["end_state"],
-                               "desired_from": "reference" if with_ref[i] else "inferred"})
+        compare_inputs.append(
+            {
+                "desired_outcome": desired,
+                "achieved_outcome": outcome.answer["end_state"],
+                "desired_from": "reference" if with_ref[i] else "inferred",
+            }
+        )
     compared = await judge.evaluate_many(GOAL_COMPARISON, compare_inputs)
     inferred_by_index = dict(zip(todo, inferred, strict=True))
     for i, outcome, inputs in zip(compare_idx, compared, compare_inputs, strict=True):
@@ -225,10 +232,16 @@ async def _goal_accuracy(judge: Judge, samples: Sequence[AgentSample], variant: 
             results[i] = _unscored(judge.name, f"goal comparison: {outcome.reason}", infos)
             continue
         results[i] = JudgeScore(
-            judge=judge.name, status="scored", score=1.0 if outcome.answer["achieved"] else 0.0,
-            explanation=outcome.answer["reason"], judge_info=[o.judge.model_dump() for o in infos],
-            details={"variant": "with_reference" if with_ref[i] else "without_reference",
-                     "desired_outcome": inputs["desired_outcome"], "end_state": inputs["achieved_outcome"]},
+            judge=judge.name,
+            status="scored",
+            score=1.0 if outcome.answer["achieved"] else 0.0,
+            explanation=outcome.answer["reason"],
+            judge_info=[o.judge.model_dump() for o in infos],
+            details={
+                "variant": "with_reference" if with_ref[i] else "without_reference",
+                "desired_outcome": inputs["desired_outcome"],
+                "end_state": inputs["achieved_outcome"],
+            },
         )
     return [r for r in results if r is not None]
 
@@ -272,8 +285,11 @@ async def _topic_adherence(judge: Judge, samples: Sequence[AgentSample], mode: s
         assert outcome.answer is not None
         in_ref = [bool(x) for x in outcome.answer["in_reference"]]
         if len(in_ref) != len(topics[i]):
-            results[i] = _unscored(judge.name, f"topic classification returned {len(in_ref)} verdicts for "
-                                   f"{len(topics[i])} topics", infos[i])
+            results[i] = _unscored(
+                judge.name,
+                f"topic classification returned {len(in_ref)} verdicts for {len(topics[i])} topics",
+                infos[i],
+            )
             continue
         answered = [not r for r in refused[i]]
         tp = sum(1 for a, r in zip(answered, in_ref, strict=True) if a and r)
@@ -284,11 +300,22 @@ async def _topic_adherence(judge: Judge, samples: Sequence[AgentSample], mode: s
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
         score = {"f1": f1, "precision": precision, "recall": recall}[mode]
         results[i] = JudgeScore(
-            judge=judge.name, status="scored", score=score,
+            judge=judge.name,
+            status="scored",
+            score=score,
             explanation=f"{tp} on-topic answered, {fp} off-topic answered, {fn} on-topic refused",
             judge_info=[o.judge.model_dump() for o in infos[i]],
-            details={"topics": topics[i], "refused": refused[i], "in_reference": in_ref, "precision": precision,
-                     "recall": recall, "f1": f1, "true_positives": tp, "false_positives": fp, "false_negatives": fn},
+            details={
+                "topics": topics[i],
+                "refused": refused[i],
+                "in_reference": in_ref,
+                "precision": precision,
+                "recall": recall,
+                "f1": f1,
+                "true_positives": tp,
+                "false_positives": fp,
+                "false_negatives": fn,
+            },
         )
     return [r for r in results if r is not None]
 
@@ -298,27 +325,38 @@ def _tool_call_accuracy(sample: AgentSample, spec: MetricSpec) -> JudgeScore:
         return _unscored("deterministic", "tool_call_accuracy needs reference_tool_calls")
     expected = [{"name": c.name, "arguments": c.args} for c in sample.reference_tool_calls]
     actual = [{"name": c.name, "arguments": c.args} for m in sample.user_input if m.type == "ai" for c in m.tool_calls]
-    match = match_tool_calls(expected, actual, mode=MatchMode(spec.mode or "strict"),
-                             argument_match_threshold=spec.argument_match_threshold)
+    match = match_tool_calls(
+        expected, actual, mode=MatchMode(spec.mode or "strict"), argument_match_threshold=spec.argument_match_threshold
+    )
     return JudgeScore(
-        judge="deterministic", status="scored", score=match.f1,
+        judge="deterministic",
+        status="scored",
+        score=match.f1,
         explanation=f"{match.correct_count} of {match.expected_count} reference call(s) matched "
-                    f"({match.actual_count} made)",
-        details={"precision": match.precision, "recall": match.recall, "f1": match.f1,
-                 "order_score": match.order_score, "mean_argument_score": match.mean_argument_score,
-                 "exact_sequence": match.exact_sequence, "missing_expected": match.missing_expected,
-                 "unexpected_actual": match.unexpected_actual},
+        f"({match.actual_count} made)",
+        details={
+            "precision": match.precision,
+            "recall": match.recall,
+            "f1": match.f1,
+            "order_score": match.order_score,
+            "mean_argument_score": match.mean_argument_score,
+            "exact_sequence": match.exact_sequence,
+            "missing_expected": match.missing_expected,
+            "unexpected_actual": match.unexpected_actual,
+        },
     )
 
 
 # --- entry point ---------------------------------------------------------------------------------------------------
 
+
 def _sample_name(sample: AgentSample, index: int) -> str:
     return sample.id or f"sample-{index + 1}"
 
 
-async def evaluate_samples(samples: Sequence[AgentSample], metrics: Sequence[MetricSpec],
-                           judges: Sequence[Judge]) -> tuple[list[SampleMetricResult], list[MetricSummary]]:
+async def evaluate_samples(
+    samples: Sequence[AgentSample], metrics: Sequence[MetricSpec], judges: Sequence[Judge]
+) -> tuple[list[SampleMetricResult], list[MetricSummary]]:
     """Every metric on every sample with every judge; results per (sample, metric) and summaries per metric."""
     if not judges:
         raise ValueError("judges: at least one judge is required")
@@ -333,17 +371,26 @@ async def evaluate_samples(samples: Sequence[AgentSample], metrics: Sequence[Met
                 if spec.name == "topic_adherence":
                     per_judge.append(await _topic_adherence(judge, samples, spec.mode or "f1"))
                 else:
-                    variant = {"agent_goal_accuracy": "auto", "agent_goal_accuracy_with_reference": "with",
-                               "agent_goal_accuracy_without_reference": "without"}[spec.name]
+                    variant = {
+                        "agent_goal_accuracy": "auto",
+                        "agent_goal_accuracy_with_reference": "with",
+                        "agent_goal_accuracy_without_reference": "without",
+                    }[spec.name]
                     per_judge.append(await _goal_accuracy(judge, samples, variant))
         metric_results = []
         for index, sample in enumerate(samples):
             scores = [column[index] for column in per_judge]
             scored = [s.score for s in scores if s.status == "scored" and s.score is not None]
             mean = _mean(scored)
-            metric_results.append(SampleMetricResult(sample=_sample_name(sample, index), metric=spec.label,
-                                                     status="scored" if mean is not None else "unscored",
-                                                     score=mean, judges=scores))
+            metric_results.append(
+                SampleMetricResult(
+                    sample=_sample_name(sample, index),
+                    metric=spec.label,
+                    status="scored" if mean is not None else "unscored",
+                    score=mean,
+                    judges=scores,
+                )
+            )
         results.extend(metric_results)
         judge_names = [column[0].judge for column in per_judge if column]
         per_judge_mean = {
@@ -351,7 +398,14 @@ async def evaluate_samples(samples: Sequence[AgentSample], metrics: Sequence[Met
             for name, column in zip(judge_names, per_judge, strict=False)
         }
         scored_values = [r.score for r in metric_results if r.score is not None]
-        summaries.append(MetricSummary(metric=spec.label, samples=len(samples), scored=len(scored_values),
-                                       unscored=len(samples) - len(scored_values), mean=_mean(scored_values),
-                                       per_judge_mean=per_judge_mean))
+        summaries.append(
+            MetricSummary(
+                metric=spec.label,
+                samples=len(samples),
+                scored=len(scored_values),
+                unscored=len(samples) - len(scored_values),
+                mean=_mean(scored_values),
+                per_judge_mean=per_judge_mean,
+            )
+        )
     return results, summaries

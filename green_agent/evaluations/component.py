@@ -44,6 +44,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from green_agent.body_limits import json_shape_problem
+from green_agent.engine.white_client import DEFAULT_MAX_REPLY_BYTES
 from green_agent.evaluations.connectors import ConnectorError, resolve_connector
 from green_agent.evaluations.csv_runner import CsvRunOptions, run_csv_suite
 from green_agent.evaluations.csv_suite import MAX_BYTES, MAX_CASES, CsvLimits, CsvValidationError, parse_csv_suite
@@ -51,7 +52,6 @@ from green_agent.evaluations.fairforge import RunError, RunLimits, error_body, r
 from green_agent.evaluations.judge import Judge, JudgeCache, JudgeSettings, LexicalJudge, LlmJudge
 from green_agent.evaluations.safe_json import MAX_JSON_DEPTH, JsonRefused, loads_bounded, wire_safe
 from green_agent.service.running_battles import BattleRegistry
-from green_agent.engine.white_client import DEFAULT_MAX_REPLY_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ STATIC_DIR = Path(__file__).with_name("static")
 DEFAULT_SAMPLE = Path(__file__).resolve().parents[2] / "scenarios" / "finance_suite.csv"
 _PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                               "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+    "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -200,8 +200,7 @@ class EvaluationsComponent:
         try:
             # large bodies (1,000 conversations is ~1 MB) are parsed and rendered off the event loop
             payload = await asyncio.to_thread(_load_run_body, bytes(raw))
-            result = await run_agentic(payload, self.settings.judge, cache=self._cache,
-                                       limits=self.settings.run_limits)
+            result = await run_agentic(payload, self.settings.judge, cache=self._cache, limits=self.settings.run_limits)
         except RunError as error:
             return _run_error(error)
         body = await asyncio.to_thread(_render, result)
@@ -217,7 +216,7 @@ class EvaluationsComponent:
             return LexicalJudge(), None
         raw = form.get("connector")
         if not raw:
-            return None, "judge 'llm' needs a connector (JSON: {\"class_path\": ..., \"params\": {...}})"
+            return None, 'judge \'llm\' needs a connector (JSON: {"class_path": ..., "params": {...}})'
         try:
             block = loads_bounded(str(raw))
         except json.JSONDecodeError:
@@ -229,13 +228,22 @@ class EvaluationsComponent:
         structured = str(form.get("use_structured_output") or "true").strip().lower() not in ("false", "0", "no")
         judge_settings = self.settings.judge
         try:
-            resolved = resolve_connector(block, environ=judge_settings.environ,
-                                         base_url_overrides=judge_settings.base_url_overrides,
-                                         allow_base_url=judge_settings.allow_base_url)
+            resolved = resolve_connector(
+                block,
+                environ=judge_settings.environ,
+                base_url_overrides=judge_settings.base_url_overrides,
+                allow_base_url=judge_settings.allow_base_url,
+            )
         except ConnectorError as error:
             return None, f"Failed to create LLM connector: {error}"
-        return LlmJudge(resolved, use_structured_output=structured, cache=self._cache, retry=judge_settings.retry,
-                        max_concurrency=judge_settings.max_concurrency, http_client=judge_settings.http_client), None
+        return LlmJudge(
+            resolved,
+            use_structured_output=structured,
+            cache=self._cache,
+            retry=judge_settings.retry,
+            max_concurrency=judge_settings.max_concurrency,
+            http_client=judge_settings.http_client,
+        ), None
 
     async def evaluations_run(self, request: Request) -> Response:
         """Validate the upload, then stream the run as server-sent events."""
@@ -270,21 +278,28 @@ class EvaluationsComponent:
         if len(data) > limit:
             return _bad_request(f"the file is larger than the limit of {limit} bytes", 413)
         try:
-            suite = await asyncio.to_thread(parse_csv_suite, data, max_bytes=limit,
-                                            max_cases=self.settings.csv_max_cases, limits=self.settings.csv_limits)
+            suite = await asyncio.to_thread(
+                parse_csv_suite,
+                data,
+                max_bytes=limit,
+                max_cases=self.settings.csv_max_cases,
+                limits=self.settings.csv_limits,
+            )
         except CsvValidationError as error:
             if isinstance(judge, LlmJudge):
                 await judge.aclose()
             return _bad_request("invalid CSV test suite", 422, [p.model_dump() for p in error.problems])
-        options = CsvRunOptions(concurrency=concurrency, case_timeout_s=self.settings.case_timeout_s,
-                                max_reply_bytes=self.settings.max_reply_bytes)
+        options = CsvRunOptions(
+            concurrency=concurrency,
+            case_timeout_s=self.settings.case_timeout_s,
+            max_reply_bytes=self.settings.max_reply_bytes,
+        )
 
         async def events() -> AsyncIterator[ServerSentEvent]:
             try:
                 async for name, payload in run_csv_suite(suite, agent_url, judge, options=options):
                     # one line of ASCII per event; no lone surrogates, no NaN (JSON.parse on the page refuses it)
-                    yield ServerSentEvent(event=name, data=json.dumps(wire_safe(payload), default=str,
-                                                                      allow_nan=False))
+                    yield ServerSentEvent(event=name, data=json.dumps(wire_safe(payload), default=str, allow_nan=False))
             finally:
                 if isinstance(judge, LlmJudge):
                     await judge.aclose()
@@ -303,14 +318,22 @@ class EvaluationsComponent:
     async def page_config(self, request: Request) -> JSONResponse:
         """What the page needs to know: the default agent URL and the limits."""
         s = self.settings
-        return JSONResponse({
-            "default_agent_url": s.default_agent_url, "max_bytes": s.csv_max_bytes, "max_cases": s.csv_max_cases,
-            "case_timeout_s": s.case_timeout_s, "default_concurrency": s.default_concurrency,
-            "max_concurrency": s.max_concurrency, "offline": s.judge.offline,
-            "max_rows": s.csv_limits.max_rows, "max_columns": s.csv_limits.max_columns,
-            "max_cell_chars": s.csv_limits.max_cell_chars, "max_expected_tools": s.csv_limits.max_expected_tools,
-            "sample_available": bool(s.sample_csv and s.sample_csv.is_file()),
-        })
+        return JSONResponse(
+            {
+                "default_agent_url": s.default_agent_url,
+                "max_bytes": s.csv_max_bytes,
+                "max_cases": s.csv_max_cases,
+                "case_timeout_s": s.case_timeout_s,
+                "default_concurrency": s.default_concurrency,
+                "max_concurrency": s.max_concurrency,
+                "offline": s.judge.offline,
+                "max_rows": s.csv_limits.max_rows,
+                "max_columns": s.csv_limits.max_columns,
+                "max_cell_chars": s.csv_limits.max_cell_chars,
+                "max_expected_tools": s.csv_limits.max_expected_tools,
+                "sample_available": bool(s.sample_csv and s.sample_csv.is_file()),
+            }
+        )
 
     async def sample(self, request: Request) -> Response:
         path = self.settings.sample_csv

@@ -46,12 +46,27 @@ class Provider:
 
 
 PROVIDERS: tuple[Provider, ...] = (
-    Provider("groq", "langchain_groq.chat_models.ChatGroq", "https://api.groq.com/openai/v1", True,
-             ("api_key", "groq_api_key")),
-    Provider("openai", "langchain_openai.chat_models.ChatOpenAI", "https://api.openai.com/v1", True,
-             ("api_key", "openai_api_key")),
-    Provider("gemini", "langchain_google_genai.chat_models.ChatGoogleGenerativeAI",
-             "https://generativelanguage.googleapis.com/v1beta/openai/", True, ("api_key", "google_api_key")),
+    Provider(
+        "groq",
+        "langchain_groq.chat_models.ChatGroq",
+        "https://api.groq.com/openai/v1",
+        True,
+        ("api_key", "groq_api_key"),
+    ),
+    Provider(
+        "openai",
+        "langchain_openai.chat_models.ChatOpenAI",
+        "https://api.openai.com/v1",
+        True,
+        ("api_key", "openai_api_key"),
+    ),
+    Provider(
+        "gemini",
+        "langchain_google_genai.chat_models.ChatGoogleGenerativeAI",
+        "https://generativelanguage.googleapis.com/v1beta/openai/",
+        True,
+        ("api_key", "google_api_key"),
+    ),
     Provider("ollama", "langchain_ollama.chat_models.ChatOllama", "http://localhost:11434/v1", False, ("api_key",)),
 )
 SUPPORTED_CLASS_PATHS: tuple[str, ...] = tuple(p.class_path for p in PROVIDERS)
@@ -83,8 +98,12 @@ class ResolvedConnector:
 
     def public(self) -> dict[str, Any]:
         """What results may show about the connector (never the key)."""
-        return {"provider": self.provider, "class_path": self.class_path, "model": self.model,
-                "base_url": self.base_url}
+        return {
+            "provider": self.provider,
+            "class_path": self.class_path,
+            "model": self.model,
+            "base_url": self.base_url,
+        }
 
 
 def provider_for(name_or_class_path: str) -> Provider | None:
@@ -149,8 +168,9 @@ def resolve_connector(
             raise ConnectorError(f"connector.params.{alias} must be a string")
         if value:
             if not _HEADER_SAFE.fullmatch(value):  # never echo it: say what is wrong, not what was sent
-                raise ConnectorError(f"connector.params.{alias} must be printable ASCII without spaces "
-                                     "(at most 4096 characters)")
+                raise ConnectorError(
+                    f"connector.params.{alias} must be printable ASCII without spaces (at most 4096 characters)"
+                )
             key = value
             break
     if not key:

@@ -31,10 +31,6 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from green_agent.evaluations.csv_suite import CsvCase, CsvSuite
-from green_agent.evaluations.judge import Judge, JudgeOutcome
-from green_agent.evaluations.prompts import RESPONSE_FAITHFULNESS
-from green_agent.evaluations.metrics import FinAgentCaseScore, finagent_case_score, finagent_errored_case, summarize_finagent
 from green_agent.engine.white_client import (
     DEFAULT_MAX_REPLY_BYTES,
     WhiteAgentClient,
@@ -42,12 +38,23 @@ from green_agent.engine.white_client import (
     WhiteReply,
     capped_http_client,
 )
+from green_agent.evaluations.csv_suite import CsvCase, CsvSuite
+from green_agent.evaluations.judge import Judge, JudgeOutcome
+from green_agent.evaluations.metrics import (
+    FinAgentCaseScore,
+    finagent_case_score,
+    finagent_errored_case,
+    summarize_finagent,
+)
+from green_agent.evaluations.prompts import RESPONSE_FAITHFULNESS
 
 logger = logging.getLogger(__name__)
 
 MAX_TOOL_CALLS = 256
-MISSING_TRACE_NOTE = ("trace missing: the reply had no tool_calls data part, so the agent is scored as having called "
-                      "no tool (tool selection and argument match 0 when tools were expected)")
+MISSING_TRACE_NOTE = (
+    "trace missing: the reply had no tool_calls data part, so the agent is scored as having called "
+    "no tool (tool selection and argument match 0 when tools were expected)"
+)
 
 
 class CsvRunOptions(BaseModel):
@@ -106,9 +113,13 @@ def extract_tool_calls(reply: WhiteReply) -> list[dict[str, Any]] | None:
         for call in calls:
             if isinstance(call, Mapping) and isinstance(call.get("name"), str) and call.get("name"):
                 arguments = call.get("arguments", call.get("args", {}))
-                found.append({"name": call["name"],
-                              "arguments": _plain_numbers(arguments if isinstance(arguments, Mapping) else {}),
-                              "result": _plain_numbers(call.get("result"))})
+                found.append(
+                    {
+                        "name": call["name"],
+                        "arguments": _plain_numbers(arguments if isinstance(arguments, Mapping) else {}),
+                        "result": _plain_numbers(call.get("result")),
+                    }
+                )
     return found
 
 
@@ -124,56 +135,129 @@ def _reply_calls(reply: WhiteReply, max_calls: int) -> tuple[list[dict[str, Any]
 
 
 def _scores(case: FinAgentCaseScore) -> dict[str, float | None]:
-    return {"tool_selection": case.tool_selection, "argument_match": case.argument_match,
-            "faithfulness": case.faithfulness, "overall": case.overall}
+    return {
+        "tool_selection": case.tool_selection,
+        "argument_match": case.argument_match,
+        "faithfulness": case.faithfulness,
+        "overall": case.overall,
+    }
 
 
-async def _run_case(case: CsvCase, index: int, total: int, client: WhiteAgentClient, judge: Judge,
-                    options: CsvRunOptions) -> tuple[dict[str, Any], FinAgentCaseScore, bool]:
+async def _run_case(
+    case: CsvCase, index: int, total: int, client: WhiteAgentClient, judge: Judge, options: CsvRunOptions
+) -> tuple[dict[str, Any], FinAgentCaseScore, bool]:
     """One case: ask, score. Returns (result event data, the case score for the summary, unscored?)."""
     started = time.perf_counter()
     expected = [{"name": e.name, "arguments": e.arguments} for e in case.expected_tools]
-    base: dict[str, Any] = {"test_id": case.test_id, "index": index, "total": total, "row": case.row,
-                            "query": case.query, "expected_tools": expected,
-                            "expected_keywords": case.expected_keywords, "pass_threshold": options.pass_threshold}
+    base: dict[str, Any] = {
+        "test_id": case.test_id,
+        "index": index,
+        "total": total,
+        "row": case.row,
+        "query": case.query,
+        "expected_tools": expected,
+        "expected_keywords": case.expected_keywords,
+        "pass_threshold": options.pass_threshold,
+    }
     try:
         reply = await client.send(context_id=f"csv-{uuid.uuid4().hex}", text=case.query)
     except WhiteAgentError as error:
         score = finagent_errored_case(error.detail, case_id=case.test_id, pass_threshold=options.pass_threshold)
-        return ({**base, "status": "errored", "scores": _scores(score), "actual_tool_calls": [], "response": None,
-                 "judge_explanation": None, "judge": None, "notes": [], "error": error.detail,
-                 "duration_ms": round(1000 * (time.perf_counter() - started), 1)}, score, False)
+        return (
+            {
+                **base,
+                "status": "errored",
+                "scores": _scores(score),
+                "actual_tool_calls": [],
+                "response": None,
+                "judge_explanation": None,
+                "judge": None,
+                "notes": [],
+                "error": error.detail,
+                "duration_ms": round(1000 * (time.perf_counter() - started), 1),
+            },
+            score,
+            False,
+        )
     # The reply is up to max_reply_bytes of the agent's data: walking and scoring it is CPU work, off the loop.
     calls, notes = await asyncio.to_thread(_reply_calls, reply, options.max_tool_calls)
-    outcomes = await judge.evaluate_many(RESPONSE_FAITHFULNESS, [{
-        "query": case.query, "response": reply.text, "expected_keywords": case.expected_keywords,
-        "tool_calls": calls,
-    }])
+    outcomes = await judge.evaluate_many(
+        RESPONSE_FAITHFULNESS,
+        [
+            {
+                "query": case.query,
+                "response": reply.text,
+                "expected_keywords": case.expected_keywords,
+                "tool_calls": calls,
+            }
+        ],
+    )
     outcome: JudgeOutcome = outcomes[0]
-    common = {**base, "actual_tool_calls": calls, "response": reply.text, "notes": notes,
-              "judge": outcome.judge.model_dump(), "judge_cached": outcome.cached}
+    common = {
+        **base,
+        "actual_tool_calls": calls,
+        "response": reply.text,
+        "notes": notes,
+        "judge": outcome.judge.model_dump(),
+        "judge_cached": outcome.cached,
+    }
     if outcome.status != "scored" or outcome.answer is None:
-        partial = await asyncio.to_thread(finagent_case_score, expected, calls, faithfulness=0.0,
-                                          case_id=case.test_id, pass_threshold=options.pass_threshold)
+        partial = await asyncio.to_thread(
+            finagent_case_score,
+            expected,
+            calls,
+            faithfulness=0.0,
+            case_id=case.test_id,
+            pass_threshold=options.pass_threshold,
+        )
         reason = outcome.reason or "the judge could not score faithfulness"
-        score = finagent_errored_case(f"unscored: {reason}", case_id=case.test_id,
-                                      pass_threshold=options.pass_threshold)
-        return ({**common, "status": "unscored",
-                 "scores": {"tool_selection": partial.tool_selection, "argument_match": partial.argument_match,
-                            "faithfulness": None, "overall": None},
-                 "judge_explanation": None, "error": reason,
-                 "duration_ms": round(1000 * (time.perf_counter() - started), 1)}, score, True)
+        score = finagent_errored_case(
+            f"unscored: {reason}", case_id=case.test_id, pass_threshold=options.pass_threshold
+        )
+        return (
+            {
+                **common,
+                "status": "unscored",
+                "scores": {
+                    "tool_selection": partial.tool_selection,
+                    "argument_match": partial.argument_match,
+                    "faithfulness": None,
+                    "overall": None,
+                },
+                "judge_explanation": None,
+                "error": reason,
+                "duration_ms": round(1000 * (time.perf_counter() - started), 1),
+            },
+            score,
+            True,
+        )
     faithfulness = float(outcome.answer["score"])
-    score = await asyncio.to_thread(finagent_case_score, expected, calls, faithfulness=faithfulness,
-                                    case_id=case.test_id, pass_threshold=options.pass_threshold)
-    return ({**common, "status": score.status, "scores": _scores(score),
-             "judge_explanation": outcome.answer.get("explanation"), "error": None,
-             "argument_pairs": [p.model_dump() for p in score.match.pairs] if score.match else [],
-             "duration_ms": round(1000 * (time.perf_counter() - started), 1)}, score, False)
+    score = await asyncio.to_thread(
+        finagent_case_score,
+        expected,
+        calls,
+        faithfulness=faithfulness,
+        case_id=case.test_id,
+        pass_threshold=options.pass_threshold,
+    )
+    return (
+        {
+            **common,
+            "status": score.status,
+            "scores": _scores(score),
+            "judge_explanation": outcome.answer.get("explanation"),
+            "error": None,
+            "argument_pairs": [p.model_dump() for p in score.match.pairs] if score.match else [],
+            "duration_ms": round(1000 * (time.perf_counter() - started), 1),
+        },
+        score,
+        False,
+    )
 
 
-def summarize(scores: list[FinAgentCaseScore], unscored: int, *, judge: Judge, agent_url: str,
-              wall_time_s: float) -> dict[str, Any]:
+def summarize(
+    scores: list[FinAgentCaseScore], unscored: int, *, judge: Judge, agent_url: str, wall_time_s: float
+) -> dict[str, Any]:
     """The summary event: FinAgent totals with unscored cases counted apart from agent errors."""
     summary = summarize_finagent(scores)
     return {
@@ -197,8 +281,14 @@ def summarize(scores: list[FinAgentCaseScore], unscored: int, *, judge: Judge, a
     }
 
 
-async def run_csv_suite(suite: CsvSuite, agent_url: str, judge: Judge, *, options: CsvRunOptions | None = None,
-                        httpx_client: httpx.AsyncClient | None = None) -> AsyncIterator[Event]:
+async def run_csv_suite(
+    suite: CsvSuite,
+    agent_url: str,
+    judge: Judge,
+    *,
+    options: CsvRunOptions | None = None,
+    httpx_client: httpx.AsyncClient | None = None,
+) -> AsyncIterator[Event]:
     """Yield the run's events (see the module docstring). Closing the generator cancels the cases in flight."""
     options = options or CsvRunOptions()
     started = time.perf_counter()
@@ -206,9 +296,11 @@ async def run_csv_suite(suite: CsvSuite, agent_url: str, judge: Judge, *, option
     queue: asyncio.Queue[Event | None] = asyncio.Queue()
     results: list[tuple[FinAgentCaseScore, bool] | None] = [None] * total
     own_http = httpx_client is None
-    http = httpx_client or capped_http_client(max_bytes=options.max_reply_bytes,
-                                              max_connections=max(10, 2 * options.concurrency),
-                                              timeout_s=options.case_timeout_s)
+    http = httpx_client or capped_http_client(
+        max_bytes=options.max_reply_bytes,
+        max_connections=max(10, 2 * options.concurrency),
+        timeout_s=options.case_timeout_s,
+    )
     semaphore = asyncio.Semaphore(options.concurrency)
     try:
         async with WhiteAgentClient(agent_url, httpx_client=http, turn_timeout_s=options.case_timeout_s) as client:
@@ -220,8 +312,18 @@ async def run_csv_suite(suite: CsvSuite, agent_url: str, judge: Judge, *, option
 
             async def worker(index: int, case: CsvCase) -> None:
                 async with semaphore:
-                    await queue.put(("test_case_start", {"test_id": case.test_id, "index": index, "total": total,
-                                                         "row": case.row, "query": case.query}))
+                    await queue.put(
+                        (
+                            "test_case_start",
+                            {
+                                "test_id": case.test_id,
+                                "index": index,
+                                "total": total,
+                                "row": case.row,
+                                "query": case.query,
+                            },
+                        )
+                    )
                     data, score, unscored = await _run_case(case, index, total, client, judge, options)
                     results[index] = (score, unscored)
                     await queue.put(("test_case_result", data))
@@ -251,5 +353,13 @@ async def run_csv_suite(suite: CsvSuite, agent_url: str, judge: Judge, *, option
         if own_http:
             await http.aclose()
     done = [r for r in results if r is not None]
-    yield "summary", summarize([s for s, _u in done], sum(1 for _s, u in done if u), judge=judge,
-                               agent_url=agent_url, wall_time_s=time.perf_counter() - started)
+    yield (
+        "summary",
+        summarize(
+            [s for s, _u in done],
+            sum(1 for _s, u in done if u),
+            judge=judge,
+            agent_url=agent_url,
+            wall_time_s=time.perf_counter() - started,
+        ),
+    )

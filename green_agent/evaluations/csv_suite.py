@@ -51,6 +51,8 @@ class CsvLimits:
     """Characters of one cell (values above the csv module's own cap are reported as that cap)."""
     max_expected_tools: int = 32
     """Tools one case may expect (matching expected to actual calls is cubic in their number)."""
+
+
 COLUMNS = ("test_id", "query", "expected_tool", "expected_args", "expected_response_contains")
 _TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 
@@ -65,8 +67,9 @@ class CsvProblem(BaseModel):
     message: str
 
     def __str__(self) -> str:
-        where = ", ".join(p for p in (f"row {self.row}" if self.row else "", f"column {self.column}"
-                                      if self.column else "") if p)
+        where = ", ".join(
+            p for p in (f"row {self.row}" if self.row else "", f"column {self.column}" if self.column else "") if p
+        )
         return f"{where}: {self.message}" if where else self.message
 
 
@@ -130,11 +133,16 @@ def _decode(data: bytes) -> str:
             column = names[len(fields_before) - 1] if len(fields_before) <= len(names) else None
         except (StopIteration, csv.Error):
             column = None
-        raise CsvValidationError([CsvProblem(
-            row=row, column=column,
-            message=f"not valid UTF-8 (byte 0x{data[error.start]:02X} at offset {error.start}); save the file as "
+        raise CsvValidationError(
+            [
+                CsvProblem(
+                    row=row,
+                    column=column,
+                    message=f"not valid UTF-8 (byte 0x{data[error.start]:02X} at offset {error.start}); save the file as "
                     "UTF-8 (CSV UTF-8 in spreadsheet programs)",
-        )]) from None
+                )
+            ]
+        ) from None
 
 
 def _json_problem(text: str, error: json.JSONDecodeError, what: str) -> str:
@@ -170,7 +178,10 @@ def _tools(raw: str, max_tools: int = 32) -> tuple[list[str] | None, str | None]
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             return None, "expected_tool must be a tool name or a JSON array of tool names (strings)"
         if len(value) > max_tools:
-            return None, f"expected_tool names {len(value)} tools; at most {max_tools} are accepted (max_expected_tools)"
+            return (
+                None,
+                f"expected_tool names {len(value)} tools; at most {max_tools} are accepted (max_expected_tools)",
+            )
         names = [v.strip() for v in value]
     else:
         names = [text]
@@ -192,36 +203,50 @@ def _args(raw: str, tools: list[str]) -> tuple[list[dict[str, Any]] | None, str 
         return None, "expected_args is given but expected_tool is empty"
     if isinstance(value, dict):
         if len(tools) != 1:
-            return None, (f"expected_args is one JSON object but expected_tool names {len(tools)} tools; give a JSON "
-                          f"array of {len(tools)} objects in the same order")
+            return None, (
+                f"expected_args is one JSON object but expected_tool names {len(tools)} tools; give a JSON "
+                f"array of {len(tools)} objects in the same order"
+            )
         return [value], None
     if isinstance(value, list):
         if not all(isinstance(v, dict) for v in value):
             return None, "expected_args array must contain only JSON objects"
         if len(value) != len(tools):
-            return None, (f"expected_tool names {len(tools)} tool(s) but expected_args has {len(value)} argument "
-                          "object(s); they must pair up one to one")
+            return None, (
+                f"expected_tool names {len(tools)} tool(s) but expected_args has {len(value)} argument "
+                "object(s); they must pair up one to one"
+            )
         return value, None
     return None, "expected_args must be a JSON object or an array of objects"
 
 
 def _csv_error_text(error: csv.Error, limits: CsvLimits) -> str:
     if "field larger than field limit" in str(error):
-        return (f"a cell is larger than {min(CSV_FIELD_LIMIT, csv.field_size_limit())} characters; at most "
-                f"{limits.max_cell_chars} are accepted (max_cell_chars)")
+        return (
+            f"a cell is larger than {min(CSV_FIELD_LIMIT, csv.field_size_limit())} characters; at most "
+            f"{limits.max_cell_chars} are accepted (max_cell_chars)"
+        )
     return f"malformed CSV: {error}"
 
 
-def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int = MAX_CASES,
-                    limits: CsvLimits | None = None) -> CsvSuite:
+def parse_csv_suite(
+    data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int = MAX_CASES, limits: CsvLimits | None = None
+) -> CsvSuite:
     """Validate a CSV suite; raises :class:`CsvValidationError` listing every problem (row and column).
 
     CPU work proportional to the file (up to ``max_bytes``): call it in a worker thread from async code.
     """
     limits = limits or CsvLimits()
     if len(data) > max_bytes:
-        raise CsvValidationError([CsvProblem(row=None, column=None, message=(
-            f"the file is {_size_text(len(data))}; the limit is {_size_text(max_bytes)}"))])
+        raise CsvValidationError(
+            [
+                CsvProblem(
+                    row=None,
+                    column=None,
+                    message=(f"the file is {_size_text(len(data))}; the limit is {_size_text(max_bytes)}"),
+                )
+            ]
+        )
     text = _decode(data)
     if not text.strip():
         raise CsvValidationError([CsvProblem(row=None, column=None, message="the file is empty")])
@@ -233,13 +258,28 @@ def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int =
     except csv.Error as error:
         raise CsvValidationError([CsvProblem(row=1, column=None, message=_csv_error_text(error, limits))]) from None
     if len(header) > limits.max_columns:
-        raise CsvValidationError([CsvProblem(row=1, column=None, message=(
-            f"the header has {len(header)} columns; at most {limits.max_columns} are accepted (max_columns)"))])
+        raise CsvValidationError(
+            [
+                CsvProblem(
+                    row=1,
+                    column=None,
+                    message=(
+                        f"the header has {len(header)} columns; at most {limits.max_columns} are accepted (max_columns)"
+                    ),
+                )
+            ]
+        )
     names = [h.strip().lower()[:200] for h in header]
     missing = [c for c in COLUMNS if c not in names]
     for column in missing:
-        problems.append(CsvProblem(row=1, column=column, message=f"required column {column!r} is missing "
-                                   f"(header has: {', '.join(n for n in names if n) or 'nothing'})"))
+        problems.append(
+            CsvProblem(
+                row=1,
+                column=column,
+                message=f"required column {column!r} is missing "
+                f"(header has: {', '.join(n for n in names if n) or 'nothing'})",
+            )
+        )
     counts = Counter(n for n in names if n)
     dupes = sorted(n for n, count in counts.items() if count > 1)
     for column in dupes:
@@ -265,24 +305,46 @@ def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int =
             break
         row += 1
         if row - 1 > limits.max_rows:
-            problems.append(CsvProblem(row=row, column=None, message=(
-                f"more than {limits.max_rows} rows after the header (max_rows, blank rows included)")))
+            problems.append(
+                CsvProblem(
+                    row=row,
+                    column=None,
+                    message=(f"more than {limits.max_rows} rows after the header (max_rows, blank rows included)"),
+                )
+            )
             break
         if not any(cell.strip() for cell in record):
             continue
         if len(cases) >= max_cases and not over_limit:
             over_limit = True
-            problems.append(CsvProblem(row=row, column=None,
-                                       message=f"more than {max_cases} test cases (the limit); split the suite"))
+            problems.append(
+                CsvProblem(
+                    row=row, column=None, message=f"more than {max_cases} test cases (the limit); split the suite"
+                )
+            )
         if len(record) > len(names):
-            problems.append(CsvProblem(row=row, column=None, message=(
-                f"{len(record)} fields but the header has {len(names)} (an unquoted comma? quote the field)")))
+            problems.append(
+                CsvProblem(
+                    row=row,
+                    column=None,
+                    message=(
+                        f"{len(record)} fields but the header has {len(names)} (an unquoted comma? quote the field)"
+                    ),
+                )
+            )
             continue
         cells = {name: (record[i] if i < len(record) else "") for name, i in index.items()}
-        row_problems = [CsvProblem(row=row, column=name, message=(
-                            f"{name} has {len(value)} characters; at most {limits.max_cell_chars} are accepted "
-                            "(max_cell_chars)"))
-                        for name, value in cells.items() if len(value) > limits.max_cell_chars]
+        row_problems = [
+            CsvProblem(
+                row=row,
+                column=name,
+                message=(
+                    f"{name} has {len(value)} characters; at most {limits.max_cell_chars} are accepted (max_cell_chars)"
+                ),
+            )
+            for name, value in cells.items()
+            if len(value) > limits.max_cell_chars
+        ]
         if row_problems:
             problems.extend(row_problems)
             if len(problems) >= MAX_PROBLEMS:
@@ -293,8 +355,13 @@ def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int =
         if not test_id:
             row_problems.append(CsvProblem(row=row, column="test_id", message="test_id is empty"))
         elif test_id in seen:
-            row_problems.append(CsvProblem(row=row, column="test_id",
-                                           message=f"duplicate test_id {test_id[:200]!r} (first at row {seen[test_id]})"))
+            row_problems.append(
+                CsvProblem(
+                    row=row,
+                    column="test_id",
+                    message=f"duplicate test_id {test_id[:200]!r} (first at row {seen[test_id]})",
+                )
+            )
         else:
             seen[test_id] = row
         query = cells["query"].strip()
@@ -312,10 +379,15 @@ def parse_csv_suite(data: bytes, *, max_bytes: int = MAX_BYTES, max_cases: int =
         if row_problems:
             problems.extend(row_problems)
         elif not over_limit and tools is not None and args is not None:
-            cases.append(CsvCase(
-                test_id=test_id, row=row, query=query, expected_keywords=keywords,
-                expected_tools=[ExpectedCall(name=n, arguments=a) for n, a in zip(tools, args, strict=True)],
-            ))
+            cases.append(
+                CsvCase(
+                    test_id=test_id,
+                    row=row,
+                    query=query,
+                    expected_keywords=keywords,
+                    expected_tools=[ExpectedCall(name=n, arguments=a) for n, a in zip(tools, args, strict=True)],
+                )
+            )
         if len(problems) >= MAX_PROBLEMS:
             problems.append(CsvProblem(row=None, column=None, message=f"stopped after {MAX_PROBLEMS} problems"))
             break

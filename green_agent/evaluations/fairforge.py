@@ -46,8 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from green_agent.evaluations.connectors import ConnectorError, ResolvedConnector, redact, resolve_connector
 from green_agent.evaluations.judge import Judge, JudgeCache, JudgeOutcome, JudgeSettings, LexicalJudge, LlmJudge
-from green_agent.evaluations.prompts import ANSWER_CORRECTNESS
 from green_agent.evaluations.metrics import fair_forge_tool_correctness
+from green_agent.evaluations.prompts import ANSWER_CORRECTNESS
 from green_agent.statistics import (
     interpret,
     pass_at_k,
@@ -104,6 +104,7 @@ UNBOUNDED = RunLimits(**{f.name: sys.maxsize for f in dataclasses.fields(RunLimi
 
 
 # --- request models --------------------------------------------------------------------------------------------------
+
 
 class ToolUse(BaseModel):
     """One tool call, used or expected (the seed's tool_name / parameters / result / step)."""
@@ -176,6 +177,7 @@ class RunConfig(BaseModel):
 
 # --- helpers ---------------------------------------------------------------------------------------------------------
 
+
 def _errors_text(error: ValidationError, prefix: str) -> str:
     """pydantic errors as "loc: msg" (never the input values: they could hold a key)."""
     parts = []
@@ -211,7 +213,7 @@ def _check_text(value: Any, field: str, bound: int, limit: str) -> None:
         raise _over(field, limit, f"{len(value)} characters; at most {bound} are accepted ({limit})")
 
 
-_FLOAT_RANGE = 2 ** 1023
+_FLOAT_RANGE = 2**1023
 
 
 def _unrepresentable_number(value: Any) -> bool:
@@ -234,16 +236,22 @@ def _check_tools(block: Any, key: str, field: str, limits: RunLimits) -> None:
     if not isinstance(tools, list):
         return
     if len(tools) > limits.max_tools_per_interaction:
-        raise _over(f"{field}.{key}", "max_tools_per_interaction",
-                    f"{len(tools)} tool calls; at most {limits.max_tools_per_interaction} are accepted")
+        raise _over(
+            f"{field}.{key}",
+            "max_tools_per_interaction",
+            f"{len(tools)} tool calls; at most {limits.max_tools_per_interaction} are accepted",
+        )
     for index, tool in enumerate(tools):
         if not isinstance(tool, Mapping):
             continue
         _check_text(tool.get("tool_name"), f"{field}.{key}[{index}].tool_name", limits.max_id_chars, "max_id_chars")
         if _unrepresentable_number(tool.get("parameters")):
             where = f"{field}.{key}[{index}].parameters"
-            raise RunError(f"{ERR_FAILED}: invalid request: {where}: a number is too large to compare "
-                           "(beyond the range of a double)", field=where)
+            raise RunError(
+                f"{ERR_FAILED}: invalid request: {where}: a number is too large to compare "
+                "(beyond the range of a double)",
+                field=where,
+            )
 
 
 def check_limits(datasets: list[Any], limits: RunLimits | None) -> None:
@@ -255,8 +263,11 @@ def check_limits(datasets: list[Any], limits: RunLimits | None) -> None:
     """
     limits = limits or UNBOUNDED
     if len(datasets) > limits.max_conversations:
-        raise _over("datasets", "max_conversations",
-                    f"{len(datasets)} conversations; at most {limits.max_conversations} are accepted")
+        raise _over(
+            "datasets",
+            "max_conversations",
+            f"{len(datasets)} conversations; at most {limits.max_conversations} are accepted",
+        )
     total = 0
     for d, dataset in enumerate(datasets):
         if not isinstance(dataset, Mapping):
@@ -269,13 +280,17 @@ def check_limits(datasets: list[Any], limits: RunLimits | None) -> None:
         if not isinstance(conversation, list):
             continue
         if len(conversation) > limits.max_interactions_per_conversation:
-            raise _over(f"{where}.conversation", "max_interactions_per_conversation",
-                        f"{len(conversation)} interactions; at most {limits.max_interactions_per_conversation} "
-                        "per conversation are accepted")
+            raise _over(
+                f"{where}.conversation",
+                "max_interactions_per_conversation",
+                f"{len(conversation)} interactions; at most {limits.max_interactions_per_conversation} "
+                "per conversation are accepted",
+            )
         total += len(conversation)
         if total > limits.max_interactions:
-            raise _over("datasets", "max_interactions",
-                        f"more than {limits.max_interactions} interactions in total (the limit)")
+            raise _over(
+                "datasets", "max_interactions", f"more than {limits.max_interactions} interactions in total (the limit)"
+            )
         for i, interaction in enumerate(conversation):
             if not isinstance(interaction, Mapping):
                 continue
@@ -284,8 +299,9 @@ def check_limits(datasets: list[Any], limits: RunLimits | None) -> None:
             for key in _TEXT_FIELDS:
                 _check_text(interaction.get(key), f"{at}.{key}", limits.max_text_chars, "max_text_chars")
             _check_tools(interaction.get("agentic"), "tools_used", f"{at}.agentic", limits)
-            _check_tools(interaction.get("ground_truth_agentic"), "expected_tools", f"{at}.ground_truth_agentic",
-                         limits)
+            _check_tools(
+                interaction.get("ground_truth_agentic"), "expected_tools", f"{at}.ground_truth_agentic", limits
+            )
 
 
 def _tool_calls(tools: list[ToolUse]) -> list[dict[str, Any]]:
@@ -304,21 +320,25 @@ def _tool_scores(datasets: list[ConversationDataset], config: RunConfig) -> list
                 continue
             trace = interaction.agentic or AgenticTrace()
             score = fair_forge_tool_correctness(
-                _tool_calls(truth.expected_tools), _tool_calls(trace.tools_used),
+                _tool_calls(truth.expected_tools),
+                _tool_calls(trace.tools_used),
                 final_answer_uses_tools=trace.final_answer_uses_tools,
                 tool_sequence_matters=truth.tool_sequence_matters,
-                tool_weights=config.tool_weights, tool_threshold=config.tool_threshold,
+                tool_weights=config.tool_weights,
+                tool_threshold=config.tool_threshold,
             )
-            row.append({
-                "tool_selection_correct": score.selection,
-                "parameter_accuracy": score.parameters,
-                "sequence_correct": score.sequence,
-                "result_utilization": score.utilization,
-                "overall_correctness": score.overall,
-                "is_correct": score.is_correct,
-                "reasoning": "; ".join(score.notes) or "all tools used correctly",
-                "weights": score.weights,
-            })
+            row.append(
+                {
+                    "tool_selection_correct": score.selection,
+                    "parameter_accuracy": score.parameters,
+                    "sequence_correct": score.sequence,
+                    "result_utilization": score.utilization,
+                    "overall_correctness": score.overall,
+                    "is_correct": score.is_correct,
+                    "reasoning": "; ".join(score.notes) or "all tools used correctly",
+                    "weights": score.weights,
+                }
+            )
         out.append(row)
     return out
 
@@ -328,12 +348,21 @@ def _interaction_result(interaction: Interaction, outcome: JudgeOutcome, thresho
     if outcome.status != "scored" or outcome.answer is None:
         return {**base, "status": "unscored", "correctness_score": None, "reason": outcome.reason, "explanation": None}
     score = float(outcome.answer["correctness_score"])
-    return {**base, "status": "correct" if score >= threshold else "incorrect", "correctness_score": score,
-            "reason": None, "explanation": outcome.answer.get("reasoning")}
+    return {
+        **base,
+        "status": "correct" if score >= threshold else "incorrect",
+        "correctness_score": score,
+        "reason": None,
+        "explanation": outcome.answer.get("reasoning"),
+    }
 
 
-def _conversation_result(dataset: ConversationDataset, interactions: list[dict[str, Any]],
-                         tools: list[dict[str, Any] | None], threshold: float) -> dict[str, Any]:
+def _conversation_result(
+    dataset: ConversationDataset,
+    interactions: list[dict[str, Any]],
+    tools: list[dict[str, Any] | None],
+    threshold: float,
+) -> dict[str, Any]:
     statuses = [i["status"] for i in interactions]
     correct = [index for index, s in enumerate(statuses) if s == "correct"]
     unscored = statuses.count("unscored")
@@ -353,8 +382,13 @@ def _conversation_result(dataset: ConversationDataset, interactions: list[dict[s
         "unscored_interactions": unscored,
         "is_fully_correct": fully,
         "status": status,
-        "unscored_reason": ("conversation has no interactions" if not interactions
-                            else f"{unscored} interaction(s) could not be judged" if status == "unscored" else None),
+        "unscored_reason": (
+            "conversation has no interactions"
+            if not interactions
+            else f"{unscored} interaction(s) could not be judged"
+            if status == "unscored"
+            else None
+        ),
         "threshold": threshold,
         "correctness_scores": [i["correctness_score"] for i in interactions],
         "correct_indices": correct,
@@ -373,18 +407,22 @@ def aggregate(conversations: list[dict[str, Any]], k: int) -> dict[str, Any]:
     at = pass_at_k(n, c, k)
     hat = pass_hat_k(n, c, k)
     if unscored:
-        warnings.append(f"{unscored} of {total} conversation(s) could not be judged (UNSCORED): they are left out of "
-                        f"n = {n} and are not counted as failures")
+        warnings.append(
+            f"{unscored} of {total} conversation(s) could not be judged (UNSCORED): they are left out of "
+            f"n = {n} and are not counted as failures"
+        )
     if at is None:
-        warnings.append(f"k = {k} but only {n} scored conversation(s): pass@{k} and pass^{k} are undefined (null); "
-                        f"the projections beside them assume independent trials with p = c/n and are biased")
+        warnings.append(
+            f"k = {k} but only {n} scored conversation(s): pass@{k} and pass^{k} are undefined (null); "
+            f"the projections beside them assume independent trials with p = c/n and are biased"
+        )
     rate = c / n if n else None
     wilson = wilson_interval(c, n) if n else None
     projections = None
     if rate is not None:
         projections = {
             "pass_at_k": 1.0 - (1.0 - rate) ** k,
-            "pass_pow_k": rate ** k,
+            "pass_pow_k": rate**k,
             "label": f"projection (plug-in 1-(1-p)^{k} and p^{k} with p = c/n = {c}/{n}; biased, not an estimate)",
         }
     verdict = interpret(at, hat, k=k) if at is not None and hat is not None else None
@@ -395,8 +433,9 @@ def aggregate(conversations: list[dict[str, Any]], k: int) -> dict[str, Any]:
         "unscored_conversations": unscored,
         "fully_correct_conversations": c,
         "conversation_success_rate": rate,
-        "success_rate_ci": None if wilson is None else {"low": wilson.low, "high": wilson.high,
-                                                        "confidence": wilson.confidence, "method": "wilson"},
+        "success_rate_ci": None
+        if wilson is None
+        else {"low": wilson.low, "high": wilson.high, "confidence": wilson.confidence, "method": "wilson"},
         "k": k,
         "pass_at_k": at,
         "pass_pow_k": hat,
@@ -411,8 +450,10 @@ def aggregate(conversations: list[dict[str, Any]], k: int) -> dict[str, Any]:
 
 # --- the endpoint's logic ----------------------------------------------------------------------------------------------
 
-def _parse(payload: Any, settings: JudgeSettings,
-           limits: RunLimits | None) -> tuple[ResolvedConnector, list[ConversationDataset], RunConfig]:
+
+def _parse(
+    payload: Any, settings: JudgeSettings, limits: RunLimits | None
+) -> tuple[ResolvedConnector, list[ConversationDataset], RunConfig]:
     if not isinstance(payload, Mapping):
         raise RunError("Invalid JSON body")
     payload = clean_json(payload)
@@ -426,9 +467,13 @@ def _parse(payload: Any, settings: JudgeSettings,
     raw_config = payload.get("config")
     lexical = settings.offline or (isinstance(raw_config, Mapping) and raw_config.get("judge") == "lexical")
     try:
-        resolved = resolve_connector(connector, environ=settings.environ,
-                                     base_url_overrides=settings.base_url_overrides,
-                                     allow_base_url=settings.allow_base_url, require_key=not lexical)
+        resolved = resolve_connector(
+            connector,
+            environ=settings.environ,
+            base_url_overrides=settings.base_url_overrides,
+            allow_base_url=settings.allow_base_url,
+            require_key=not lexical,
+        )
     except ConnectorError as error:
         raise RunError(f"{ERR_CONNECTOR}: {error}") from None
     datasets = payload.get("datasets")
@@ -452,20 +497,26 @@ def _parse(payload: Any, settings: JudgeSettings,
     return resolved, parsed, config
 
 
-def _assemble(datasets: list[ConversationDataset], flat: list[tuple[int, int]], outcomes: list[JudgeOutcome],
-              tools: list[list[dict[str, Any] | None]], config: RunConfig) -> tuple[list[dict[str, Any]],
-                                                                                     dict[str, Any]]:
+def _assemble(
+    datasets: list[ConversationDataset],
+    flat: list[tuple[int, int]],
+    outcomes: list[JudgeOutcome],
+    tools: list[list[dict[str, Any] | None]],
+    config: RunConfig,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Per-conversation results and the aggregate (CPU work proportional to the request: run in a thread)."""
     per_dataset: list[list[dict[str, Any]]] = [[] for _ in datasets]
     for (d, i), outcome in zip(flat, outcomes, strict=True):
         per_dataset[d].append(_interaction_result(datasets[d].conversation[i], outcome, config.threshold))
-    conversations = [_conversation_result(ds, per_dataset[d], tools[d], config.threshold)
-                     for d, ds in enumerate(datasets)]
+    conversations = [
+        _conversation_result(ds, per_dataset[d], tools[d], config.threshold) for d, ds in enumerate(datasets)
+    ]
     return conversations, aggregate(conversations, config.k)
 
 
-async def run_agentic(payload: Any, settings: JudgeSettings, *, cache: JudgeCache | None = None,
-                      limits: RunLimits | None = None) -> dict[str, Any]:
+async def run_agentic(
+    payload: Any, settings: JudgeSettings, *, cache: JudgeCache | None = None, limits: RunLimits | None = None
+) -> dict[str, Any]:
     """Evaluate a /run request; returns the seed-shaped success body or raises :class:`RunError`.
 
     ``cache`` is the caller's open verdict cache (used by the LLM judge unless ``config.cache`` is false);
@@ -478,20 +529,35 @@ async def run_agentic(payload: Any, settings: JudgeSettings, *, cache: JudgeCach
     if settings.offline or config.judge == "lexical":
         judge = LexicalJudge()
         why = "offline mode" if settings.offline else "config.judge is 'lexical'"
-        warnings.append(f"scored by the lexical judge ({why}); connector {resolved.provider}/{resolved.model} was "
-                        "validated but not called")
+        warnings.append(
+            f"scored by the lexical judge ({why}); connector {resolved.provider}/{resolved.model} was "
+            "validated but not called"
+        )
     else:
-        llm = LlmJudge(resolved, use_structured_output=config.use_structured_output,
-                       cache=cache if config.cache else None, retry=settings.retry,
-                       max_concurrency=settings.max_concurrency, http_client=settings.http_client)
+        llm = LlmJudge(
+            resolved,
+            use_structured_output=config.use_structured_output,
+            cache=cache if config.cache else None,
+            retry=settings.retry,
+            max_concurrency=settings.max_concurrency,
+            http_client=settings.http_client,
+        )
         judge = llm
         if resolved.requested_temperature not in (None, 0.0):
-            warnings.append(f"connector.params.temperature = {resolved.requested_temperature} ignored: the judge "
-                            "always runs at temperature 0")
+            warnings.append(
+                f"connector.params.temperature = {resolved.requested_temperature} ignored: the judge "
+                "always runs at temperature 0"
+            )
     try:
         flat = [(d, i) for d in range(len(datasets)) for i in range(len(datasets[d].conversation))]
-        inputs = [{"query": datasets[d].conversation[i].query, "answer": datasets[d].conversation[i].assistant,
-                   "ground_truth": datasets[d].conversation[i].ground_truth_assistant} for d, i in flat]
+        inputs = [
+            {
+                "query": datasets[d].conversation[i].query,
+                "answer": datasets[d].conversation[i].assistant,
+                "ground_truth": datasets[d].conversation[i].ground_truth_assistant,
+            }
+            for d, i in flat
+        ]
         outcomes, tools = await asyncio.gather(
             judge.evaluate_many(ANSWER_CORRECTNESS, inputs),
             asyncio.to_thread(_tool_scores, datasets, config),

@@ -124,8 +124,13 @@ class LexicalJudge:
     name = "lexical"
 
     def _info(self, prompt: JudgePrompt) -> JudgeInfo:
-        return JudgeInfo(kind="lexical", name="lexical", prompt=prompt.name, prompt_version=LEXICAL_VERSION,
-                         prompt_hash=LEXICAL_VERSION)
+        return JudgeInfo(
+            kind="lexical",
+            name="lexical",
+            prompt=prompt.name,
+            prompt_version=LEXICAL_VERSION,
+            prompt_hash=LEXICAL_VERSION,
+        )
 
     def _evaluate_sync(self, prompt: JudgePrompt, inputs: Sequence[Mapping[str, Any]]) -> list[JudgeOutcome]:
         info = self._info(prompt)
@@ -133,8 +138,9 @@ class LexicalJudge:
         out: list[JudgeOutcome] = []
         for item in inputs:
             if rule is None:
-                out.append(JudgeOutcome(status="unscored", reason=f"lexical judge has no rule for {prompt.name}",
-                                        judge=info))
+                out.append(
+                    JudgeOutcome(status="unscored", reason=f"lexical judge has no rule for {prompt.name}", judge=info)
+                )
                 continue
             try:
                 answer = prompt.answer_model.model_validate(rule(item)).model_dump()
@@ -152,11 +158,16 @@ class LexicalJudge:
         return await asyncio.to_thread(self._evaluate_sync, prompt, list(inputs))
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "lexical", "name": "lexical", "version": LEXICAL_VERSION,
-                "method": "keyword containment and token overlap (offline, deterministic)"}
+        return {
+            "kind": "lexical",
+            "name": "lexical",
+            "version": LEXICAL_VERSION,
+            "method": "keyword containment and token overlap (offline, deterministic)",
+        }
 
 
 # --- LLM -------------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -180,7 +191,7 @@ def extract_json_object(text: str) -> Any:
         pass
     start, end = stripped.find("{"), stripped.rfind("}")
     if start != -1 and end > start:
-        return json.loads(stripped[start:end + 1])
+        return json.loads(stripped[start : end + 1])
     raise ValueError("no JSON object in the answer")
 
 
@@ -268,13 +279,26 @@ class LlmJudge:
         self._owns_http = http_client is None
 
     def _info(self, prompt: JudgePrompt, structured: bool) -> JudgeInfo:
-        return JudgeInfo(kind="llm", name=self.name, provider=self.connector.provider, model=self.connector.model,
-                         prompt=prompt.name, prompt_version=str(prompt.version), prompt_hash=prompt.hash,
-                         structured_output=structured)
+        return JudgeInfo(
+            kind="llm",
+            name=self.name,
+            provider=self.connector.provider,
+            model=self.connector.model,
+            prompt=prompt.name,
+            prompt_version=str(prompt.version),
+            prompt_hash=prompt.hash,
+            structured_output=structured,
+        )
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "llm", "name": self.name, **self.connector.public(), "temperature": 0.0,
-                "structured_output": self.use_structured_output, "cache": self.cache is not None}
+        return {
+            "kind": "llm",
+            "name": self.name,
+            **self.connector.public(),
+            "temperature": 0.0,
+            "structured_output": self.use_structured_output,
+            "cache": self.cache is not None,
+        }
 
     async def aclose(self) -> None:
         """Close the HTTP client, unless the caller supplied it (the openai SDK would close that one too)."""
@@ -292,7 +316,7 @@ class LlmJudge:
         if self.cache is not None:
             try:
                 cached = await self.cache.get_many(keys)
-            except Exception as error:  # noqa: BLE001 - a broken cache must not stop judging
+            except Exception as error:
                 logger.warning("judge cache read failed (%s); judging without it", type(error).__name__)
         results: list[JudgeOutcome | None] = [None] * len(items)
         pending: list[int] = []
@@ -304,8 +328,9 @@ class LlmJudge:
                 except ValidationError:
                     pending.append(index)
                     continue
-                results[index] = JudgeOutcome(status="scored", answer=answer,
-                                              judge=self._info(prompt, self.use_structured_output), cached=True)
+                results[index] = JudgeOutcome(
+                    status="scored", answer=answer, judge=self._info(prompt, self.use_structured_output), cached=True
+                )
             else:
                 pending.append(index)
         judged = await asyncio.gather(*(self._evaluate_one(prompt, items[i]) for i in pending))
@@ -317,7 +342,7 @@ class LlmJudge:
         if self.cache is not None and rows:
             try:
                 await self.cache.put_many(rows)
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 logger.warning("judge cache write failed (%s)", type(error).__name__)
         return [r for r in results if r is not None]
 
@@ -326,8 +351,12 @@ class LlmJudge:
 
     def _unscored(self, prompt: JudgePrompt, state: _Attempt, reason: str) -> JudgeOutcome:
         full = reason if not state.notes else f"{reason} ({'; '.join(state.notes)})"
-        return JudgeOutcome(status="unscored", reason=redact(full, self.connector.api_key),
-                            judge=self._info(prompt, state.structured), attempts=state.attempts)
+        return JudgeOutcome(
+            status="unscored",
+            reason=redact(full, self.connector.api_key),
+            judge=self._info(prompt, state.structured),
+            attempts=state.attempts,
+        )
 
     async def _call(self, prompt: JudgePrompt, messages: list[dict[str, str]], structured: bool) -> Any:
         kwargs: dict[str, Any] = {}
@@ -338,7 +367,10 @@ class LlmJudge:
             }
         async with self._semaphore:
             return await self._client.chat.completions.create(
-                model=self.connector.model, messages=messages, temperature=0.0, **kwargs  # type: ignore[arg-type]
+                model=self.connector.model,
+                messages=messages,
+                temperature=0.0,
+                **kwargs,  # type: ignore[arg-type]
             )
 
     async def _evaluate_one(self, prompt: JudgePrompt, inputs: dict[str, Any]) -> JudgeOutcome:
@@ -358,32 +390,38 @@ class LlmJudge:
                 if _is_transient(error) and state.transient < self.retry.max_retries:
                     await self._backoff(state, error)
                     continue
-                if (error.status_code == 400 and state.structured and _mentions_response_format(error)):
+                if error.status_code == 400 and state.structured and _mentions_response_format(error):
                     state.structured = False
                     state.notes.append("endpoint rejected structured output; used the prompted JSON fallback")
                     continue
                 verb = "unavailable" if _is_transient(error) else "rejected the request"
-                return self._unscored(prompt, state, f"judge {verb} after {state.attempts} attempt(s): "
-                                      f"{_describe_error(error)}")
+                return self._unscored(
+                    prompt, state, f"judge {verb} after {state.attempts} attempt(s): {_describe_error(error)}"
+                )
             except openai.APIConnectionError as error:
                 if state.transient < self.retry.max_retries:
                     await self._backoff(state, error)
                     continue
-                return self._unscored(prompt, state, f"judge unreachable after {state.attempts} attempt(s): "
-                                      f"{_describe_error(error)}")
+                return self._unscored(
+                    prompt, state, f"judge unreachable after {state.attempts} attempt(s): {_describe_error(error)}"
+                )
             except openai.OpenAIError as error:
                 return self._unscored(prompt, state, f"judge call failed: {_describe_error(error)}")
 
             problem, answer = self._parse(prompt, response)
             if answer is not None:
-                return JudgeOutcome(status="scored", answer=answer, judge=self._info(prompt, state.structured),
-                                    attempts=state.attempts)
+                return JudgeOutcome(
+                    status="scored", answer=answer, judge=self._info(prompt, state.structured), attempts=state.attempts
+                )
             state.invalid += 1
             if state.invalid >= self.retry.max_invalid_answers:
-                return self._unscored(prompt, state, f"judge answer did not match the schema after {state.invalid} "
-                                      f"tries: {problem}")
-            correction = (f"Your previous answer was not valid ({problem}). Answer again with only the JSON object "
-                          "required by the schema.")
+                return self._unscored(
+                    prompt, state, f"judge answer did not match the schema after {state.invalid} tries: {problem}"
+                )
+            correction = (
+                f"Your previous answer was not valid ({problem}). Answer again with only the JSON object "
+                "required by the schema."
+            )
 
     def _parse(self, prompt: JudgePrompt, response: Any) -> tuple[str, dict[str, Any] | None]:
         try:
@@ -409,13 +447,18 @@ class LlmJudge:
             return f"{where}: {first['msg']}", None
 
     async def _backoff(self, state: _Attempt, error: Exception) -> None:
-        delay = min(self.retry.backoff_max_s, self.retry.backoff_base_s * (2 ** state.transient))
+        delay = min(self.retry.backoff_max_s, self.retry.backoff_base_s * (2**state.transient))
         hinted = _retry_after_s(error)
         if hinted is not None:
             delay = min(self.retry.backoff_max_s, max(delay, hinted))
         state.transient += 1
-        logger.debug("judge %s: %s; retry %d in %.2f s", self.name,
-                     redact(_describe_error(error), self.connector.api_key), state.transient, delay)
+        logger.debug(
+            "judge %s: %s; retry %d in %.2f s",
+            self.name,
+            redact(_describe_error(error), self.connector.api_key),
+            state.transient,
+            delay,
+        )
         await asyncio.sleep(delay)
 
 

@@ -35,8 +35,9 @@ CREATE TABLE IF NOT EXISTS verdicts (
 
 def cache_key(model_id: str, prompt_hash: str, inputs: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of (model id, prompt hash, inputs)."""
-    material = json.dumps([model_id, prompt_hash, inputs], sort_keys=True, ensure_ascii=False, default=str,
-                          separators=(",", ":"))
+    material = json.dumps(
+        [model_id, prompt_hash, inputs], sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":")
+    )
     # surrogatepass: a lone surrogate in the inputs (cleaned where requests enter, but keys must never raise)
     return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -56,8 +57,9 @@ class JudgeCache:
         await self._run(self._open)
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.aclose()
 
     async def _run(self, fn: Any, *args: Any) -> Any:
@@ -78,7 +80,7 @@ class JudgeCache:
         conn = self._open()
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(keys), 500):
-            chunk = list(keys[start:start + 500])
+            chunk = list(keys[start : start + 500])
             marks = ",".join("?" * len(chunk))
             for key, answer in conn.execute(f"SELECT key, answer FROM verdicts WHERE key IN ({marks})", chunk):
                 try:
@@ -92,8 +94,10 @@ class JudgeCache:
         now = time.time()
         conn.executemany(
             "INSERT OR REPLACE INTO verdicts (key, model, prompt_hash, answer, created) VALUES (?, ?, ?, ?, ?)",
-            [(key, model, prompt_hash, json.dumps(answer, ensure_ascii=False), now)
-             for key, model, prompt_hash, answer in rows],
+            [
+                (key, model, prompt_hash, json.dumps(answer, ensure_ascii=False), now)
+                for key, model, prompt_hash, answer in rows
+            ],
         )
         conn.commit()
 

@@ -130,7 +130,8 @@ _COMMON = (
 ANSWER_CORRECTNESS = JudgePrompt(
     name="answer_correctness",
     version=1,
-    instructions=_COMMON + (
+    instructions=_COMMON
+    + (
         "Compare the agent's answer with the reference answer for the user's query and give correctness_score in "
         "[0, 1]. Score the facts, not the wording: a rephrased or more verbose answer with the same facts scores "
         "0.9-1.0; a correct core fact with a misspelling or a small formatting error about 0.7; a partly correct "
@@ -142,7 +143,8 @@ ANSWER_CORRECTNESS = JudgePrompt(
 RESPONSE_FAITHFULNESS = JudgePrompt(
     name="response_faithfulness",
     version=1,
-    instructions=_COMMON + (
+    instructions=_COMMON
+    + (
         "An agent answered the query after calling tools. Score in [0, 1] how faithful its response is: every figure "
         "and fact it states must be supported by the tool results, and it should mention the expected keywords "
         "(when any are listed). Unsupported or contradicting figures pull the score below 0.5; missing keywords "
@@ -154,7 +156,8 @@ RESPONSE_FAITHFULNESS = JudgePrompt(
 GOAL_INFERENCE = JudgePrompt(
     name="goal_inference",
     version=1,
-    instructions=_COMMON + (
+    instructions=_COMMON
+    + (
         "Read the conversation between a user, an AI agent and its tools. State in one sentence each the goal the "
         "user was pursuing (user_goal) and the state the conversation ended in (end_state): what was actually "
         "achieved, as evidenced by the agent's messages and the tool results."
@@ -165,7 +168,8 @@ GOAL_INFERENCE = JudgePrompt(
 GOAL_COMPARISON = JudgePrompt(
     name="goal_comparison",
     version=1,
-    instructions=_COMMON + (
+    instructions=_COMMON
+    + (
         "Decide whether the achieved outcome satisfies the desired outcome: achieved is true only when everything "
         "essential in the desired outcome happened."
     ),
@@ -175,7 +179,8 @@ GOAL_COMPARISON = JudgePrompt(
 TOPIC_EXTRACTION = JudgePrompt(
     name="topic_extraction",
     version=1,
-    instructions=_COMMON + (
+    instructions=_COMMON
+    + (
         "List the distinct topics the user raised in the conversation, as short noun phrases, in order of first "
         "appearance."
     ),
@@ -185,7 +190,8 @@ TOPIC_EXTRACTION = JudgePrompt(
 TOPIC_CLASSIFICATION = JudgePrompt(
     name="topic_classification",
     version=1,
-    instructions=_COMMON + (
+    instructions=_COMMON
+    + (
         "For each topic in 'topics', say whether it falls under one of the 'reference_topics' (the subjects the "
         "agent is meant to cover). Answer in_reference as a list of booleans with exactly one entry per topic, in "
         "the same order."
@@ -196,7 +202,8 @@ TOPIC_CLASSIFICATION = JudgePrompt(
 TOPIC_REFUSAL = JudgePrompt(
     name="topic_refusal",
     version=1,
-    instructions=_COMMON + (
+    instructions=_COMMON
+    + (
         "Decide whether the AI agent declined to engage with the given topic in the conversation (refused is true "
         "when it refused, deflected or said it cannot help with it; false when it answered or acted on it)."
     ),

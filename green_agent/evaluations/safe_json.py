@@ -19,7 +19,7 @@ from green_agent.body_limits import json_shape_problem
 from green_agent.text_safety import clean_json
 
 MAX_JSON_DEPTH = 64
-FLOAT_RANGE = 2 ** 1023
+FLOAT_RANGE = 2**1023
 """Integers from this magnitude up may not convert to a float (OverflowError); refused where they are compared."""
 
 
@@ -59,8 +59,7 @@ def loads_bounded(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     if problem:
         raise JsonRefused(problem.replace(" in the body", ""))
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
-                           parse_int=_float_range_int)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_float_range_int)
     except (json.JSONDecodeError, JsonRefused):
         raise
     except (ValueError, RecursionError) as error:

@@ -38,8 +38,9 @@ def document_kind(document: Any) -> Literal["run", "samples"]:
             return "samples"
         if "datasets" in document or "connector" in document:
             return "run"
-    raise ScoreFileError("unrecognised document: expected a /run request (with 'datasets') or ragas-style "
-                         "samples (with 'samples')")
+    raise ScoreFileError(
+        "unrecognised document: expected a /run request (with 'datasets') or ragas-style samples (with 'samples')"
+    )
 
 
 def _metric_specs(raw: Any) -> list[MetricSpec]:
@@ -78,19 +79,30 @@ def _llm_judges(raw: Any, settings: JudgeSettings, cache: JudgeCache | None) -> 
         if not isinstance(block, Mapping):
             raise ScoreFileError(f"judges[{index}] must be a connector object")
         try:
-            resolved = resolve_connector(block, environ=settings.environ,
-                                         base_url_overrides=settings.base_url_overrides,
-                                         allow_base_url=settings.allow_base_url)
+            resolved = resolve_connector(
+                block,
+                environ=settings.environ,
+                base_url_overrides=settings.base_url_overrides,
+                allow_base_url=settings.allow_base_url,
+            )
         except ConnectorError as error:
             raise ScoreFileError(f"judges[{index}]: Failed to create LLM connector: {error}") from None
-        judges.append(LlmJudge(resolved, use_structured_output=bool(block.get("use_structured_output", True)),
-                               cache=cache, retry=settings.retry, max_concurrency=settings.max_concurrency,
-                               http_client=settings.http_client))
+        judges.append(
+            LlmJudge(
+                resolved,
+                use_structured_output=bool(block.get("use_structured_output", True)),
+                cache=cache,
+                retry=settings.retry,
+                max_concurrency=settings.max_concurrency,
+                http_client=settings.http_client,
+            )
+        )
     return judges
 
 
-async def score_document(document: Any, *, settings: JudgeSettings, judge: JudgeMode = "auto",
-                         cache: JudgeCache | None = None) -> dict[str, Any]:
+async def score_document(
+    document: Any, *, settings: JudgeSettings, judge: JudgeMode = "auto", cache: JudgeCache | None = None
+) -> dict[str, Any]:
     """Score a document; returns a JSON-ready dict with ``kind`` = run | samples. Raises ScoreFileError."""
     kind = document_kind(document)
     if kind == "run":

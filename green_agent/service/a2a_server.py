@@ -45,14 +45,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from green_agent.engine.battle_ids import BattleIdError, new_battle_id, validate_battle_id
 from green_agent.body_limits import BodyLimitMiddleware, json_shape_problem
+from green_agent.engine.battle_ids import BattleIdError, new_battle_id, validate_battle_id
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.events import BattleEvent
-from green_agent.service.operator_auth import OperatorAuthMiddleware, OperatorToken
-from green_agent.service.running_battles import BackendTarget, BattleRegistry, ServiceLimits
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.service.operator_auth import OperatorAuthMiddleware, OperatorToken
+from green_agent.service.running_battles import BackendTarget, BattleRegistry, ServiceLimits
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +93,10 @@ def _reply(text: str, context: RequestContext) -> Message:
     return new_text_message(text, context_id=context.context_id, role=Role.ROLE_AGENT)
 
 
-ASSESSMENT_NEEDS_TOKEN = ("assessment requests need the green agent's operator token (Authorization: Bearer <token>); "
-                          "AgentBeats battle_start messages do not")
+ASSESSMENT_NEEDS_TOKEN = (
+    "assessment requests need the green agent's operator token (Authorization: Bearer <token>); "
+    "AgentBeats battle_start messages do not"
+)
 
 OPERATOR_STATE_KEY = "arena_operator"
 """Key of :class:`ServerCallContext` state that says whether the request carried the operator token."""
@@ -115,7 +117,9 @@ class OperatorContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         headers = context.state.get("headers")
         if isinstance(headers, dict):  # the SDK reads A2A-Version from here; the credential stays out of task state
-            context.state["headers"] = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")}
+            context.state["headers"] = {
+                k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")
+            }
         context.state[OPERATOR_STATE_KEY] = self._token.authorizes(request.scope.get("headers", []))
         return context
 
@@ -246,11 +250,15 @@ class GreenAgentExecutor(AgentExecutor):
         red = payload.get("red_battle_contexts")
         white_url = first.get("agent_url") or (next(iter(red), None) if isinstance(red, dict) else None)
         token = green_context.get("battle_token") or payload.get("battle_token")
-        backend = BackendTarget(
-            url=backend_url,
-            token=token if isinstance(token, str) else None,
-            white_name=str(first.get("name") or "white_agent"),
-        ) if isinstance(backend_url, str) and backend_url else None
+        backend = (
+            BackendTarget(
+                url=backend_url,
+                token=token if isinstance(token, str) else None,
+                white_name=str(first.get("name") or "white_agent"),
+            )
+            if isinstance(backend_url, str) and backend_url
+            else None
+        )
         try:
             if not isinstance(white_url, str) or not white_url:
                 raise ConfigError("opponent_infos: no white agent URL in battle_start")
@@ -299,10 +307,14 @@ class GreenAgentExecutor(AgentExecutor):
             white_url, config = _assessment_request(payload, self.registry)
             battle_id = validate_battle_id(payload["battle_id"]) if payload.get("battle_id") else new_battle_id()
             backend_url, backend_token = payload.get("backend_url"), payload.get("battle_token")
-            backend = BackendTarget(backend_url, backend_token if isinstance(backend_token, str) else None) \
-                if isinstance(backend_url, str) and backend_url else None
-            record = self.registry.start(battle_id, white_url, config, sinks=[stream], backend=backend,
-                                         a2a_task_id=task.id)
+            backend = (
+                BackendTarget(backend_url, backend_token if isinstance(backend_token, str) else None)
+                if isinstance(backend_url, str) and backend_url
+                else None
+            )
+            record = self.registry.start(
+                battle_id, white_url, config, sinks=[stream], backend=backend, a2a_task_id=task.id
+            )
         except ConfigError as error:
             await updater.failed(status(f"configuration error: {error}", {"error": str(error)}))
             return
@@ -314,11 +326,13 @@ class GreenAgentExecutor(AgentExecutor):
                 await updater.cancel(status(f"battle {battle_id} was cancelled"))
                 return
             raise
-        except Exception:  # noqa: BLE001 - the task must end failed with the reason, never hang
+        except Exception:
             await updater.failed(status(f"battle failed in the harness: {record.error}", {"error": record.error}))
             return
         markdown = record.battle.markdown or ""
-        await updater.add_artifact([new_text_part(markdown), new_data_part(result.model_dump(mode="json"))], name="Result")
+        await updater.add_artifact(
+            [new_text_part(markdown), new_data_part(result.model_dump(mode="json"))], name="Result"
+        )
         if result.status == "cancelled":
             await updater.cancel(status(f"battle {battle_id} was cancelled: partial summary in the Result artifact"))
             return
@@ -338,7 +352,9 @@ def _assessment_request(payload: dict[str, Any], registry: BattleRegistry) -> tu
     participants = payload.get("participants") or {}
     if not isinstance(participants, dict) or not participants:
         raise ConfigError('participants: expected {"white_agent": "<url>"}')
-    white_url = participants.get("white_agent") or (next(iter(participants.values())) if len(participants) == 1 else None)
+    white_url = participants.get("white_agent") or (
+        next(iter(participants.values())) if len(participants) == 1 else None
+    )
     if not isinstance(white_url, str) or not white_url:
         raise ConfigError(f"participants.white_agent: required (got roles {sorted(map(str, participants))[:8]})")
     raw_config = payload.get("config") or {}
@@ -418,16 +434,25 @@ def create_app(
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
             await GreenAgentExecutor(registry()).cancel(context, event_queue)
 
-    handler = OperatorRequestHandler(agent_executor=_LazyExecutor(), task_store=InMemoryTaskStore(), agent_card=card,
-                                     open_assessments=service_limits.open_assessments)
+    handler = OperatorRequestHandler(
+        agent_executor=_LazyExecutor(),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
+        open_assessments=service_limits.open_assessments,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             scoring = await stack.enter_async_context(ScoringPool(max_workers=scoring_workers))
             sandboxes = await stack.enter_async_context(SandboxFactory())
-            battles = BattleRegistry(scoring=scoring, runs_dir=runs_dir, default_config=default_config or BattleConfig(),
-                                     limits=service_limits, sandboxes=sandboxes)
+            battles = BattleRegistry(
+                scoring=scoring,
+                runs_dir=runs_dir,
+                default_config=default_config or BattleConfig(),
+                limits=service_limits,
+                sandboxes=sandboxes,
+            )
             stack.push_async_callback(battles.aclose)
             holder["registry"] = battles
             app.state.registry = battles
@@ -444,15 +469,17 @@ def create_app(
         *create_agent_card_routes(card),
         # Legacy card path: the AgentBeats backend (1.2.6) and a2a-sdk 0.2 clients look here.
         *create_agent_card_routes(card, card_url="/.well-known/agent.json"),
-        *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True,
-                               context_builder=OperatorContextBuilder(token)),
+        *create_jsonrpc_routes(
+            handler, rpc_url="/", enable_v0_3_compat=True, context_builder=OperatorContextBuilder(token)
+        ),
         Route("/health", health, methods=["GET"]),
     ]
     for component in components:
         routes.extend(component.routes(registry))
     middleware = [
-        Middleware(BodyLimitMiddleware, max_bytes=service_limits.max_request_bytes,
-                   max_depth=service_limits.max_json_depth),
+        Middleware(
+            BodyLimitMiddleware, max_bytes=service_limits.max_request_bytes, max_depth=service_limits.max_json_depth
+        ),
         Middleware(OperatorAuthMiddleware, token=token),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)

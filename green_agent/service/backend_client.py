@@ -292,7 +292,7 @@ class BackendReporter:
                     await self._deliver(item)
                 except asyncio.CancelledError:
                     raise
-                except Exception as error:  # noqa: BLE001 -- the worker must outlive any surprise
+                except Exception as error:
                     self._fail(item, f"internal error: {type(error).__name__}: {error}", None, self._inflight_attempts)
                 self._inflight = None
             finally:

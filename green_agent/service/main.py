@@ -26,27 +26,61 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=9006)
     parser.add_argument("--card-url", default=None, help="public URL of this agent (default http://HOST:PORT)")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs/<battle id>/ are written")
-    parser.add_argument("--scenario", type=Path, default=None,
-                        help="scenario TOML whose [pass_k_config] is the default for AgentBeats battles")
+    parser.add_argument(
+        "--scenario",
+        type=Path,
+        default=None,
+        help="scenario TOML whose [pass_k_config] is the default for AgentBeats battles",
+    )
     parser.add_argument("--scoring-workers", type=int, default=2, help="processes scoring attempts with tau2")
-    parser.add_argument("--mcp-allowed-host", action="append", default=[], metavar="HOST[:PORT|:*]",
-                        help="extra Host header accepted by the MCP endpoints (repeatable; e.g. green:* in containers)")
-    parser.add_argument("--judge-cache", type=Path, default=None,
-                        help="SQLite cache of LLM-judge verdicts (default ~/.cache/arena/judge-cache.sqlite)")
+    parser.add_argument(
+        "--mcp-allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT|:*]",
+        help="extra Host header accepted by the MCP endpoints (repeatable; e.g. green:* in containers)",
+    )
+    parser.add_argument(
+        "--judge-cache",
+        type=Path,
+        default=None,
+        help="SQLite cache of LLM-judge verdicts (default ~/.cache/arena/judge-cache.sqlite)",
+    )
     parser.add_argument("--no-judge-cache", action="store_true", help="never cache LLM-judge verdicts")
-    parser.add_argument("--offline-judge", action="store_true",
-                        help="score /run and CSV suites with the lexical judge even when a request names an LLM")
-    parser.add_argument("--operator-token", default=None,
-                        help=f"secret for the control surface (default: ${TOKEN_ENV}, else generated and printed)")
-    parser.add_argument("--max-attempts", type=int, default=ServiceLimits.max_attempts_per_battle,
-                        help="most attempts (tasks x k) one battle may ask for")
-    parser.add_argument("--max-concurrency", type=int, default=ServiceLimits.max_concurrency,
-                        help="most attempts in flight a remote battle config may ask for")
-    parser.add_argument("--max-request-bytes", type=int, default=ServiceLimits.max_request_bytes,
-                        help="largest HTTP request body accepted (A2A, MCP, /run, evaluations)")
-    parser.add_argument("--open-assessments", action="store_true",
-                        help="accept A2A assessment requests without the operator token (AgentBeats scenario "
-                        "runners); reading, cancelling and the other control endpoints still need it")
+    parser.add_argument(
+        "--offline-judge",
+        action="store_true",
+        help="score /run and CSV suites with the lexical judge even when a request names an LLM",
+    )
+    parser.add_argument(
+        "--operator-token",
+        default=None,
+        help=f"secret for the control surface (default: ${TOKEN_ENV}, else generated and printed)",
+    )
+    parser.add_argument(
+        "--max-attempts",
+        type=int,
+        default=ServiceLimits.max_attempts_per_battle,
+        help="most attempts (tasks x k) one battle may ask for",
+    )
+    parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=ServiceLimits.max_concurrency,
+        help="most attempts in flight a remote battle config may ask for",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=ServiceLimits.max_request_bytes,
+        help="largest HTTP request body accepted (A2A, MCP, /run, evaluations)",
+    )
+    parser.add_argument(
+        "--open-assessments",
+        action="store_true",
+        help="accept A2A assessment requests without the operator token (AgentBeats scenario "
+        "runners); reading, cancelling and the other control endpoints still need it",
+    )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
 
@@ -66,14 +100,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if token.generated:
         # Printed once, as Jupyter does: the operator needs it; it is never logged.
-        print(f"Arena green agent operator token (Authorization: Bearer <token>): {token.value}", file=sys.stderr,
-              flush=True)
-    limits = ServiceLimits(max_attempts_per_battle=args.max_attempts, max_concurrency=args.max_concurrency,
-                           max_request_bytes=args.max_request_bytes, open_assessments=args.open_assessments)
+        print(
+            f"Arena green agent operator token (Authorization: Bearer <token>): {token.value}",
+            file=sys.stderr,
+            flush=True,
+        )
+    limits = ServiceLimits(
+        max_attempts_per_battle=args.max_attempts,
+        max_concurrency=args.max_concurrency,
+        max_request_bytes=args.max_request_bytes,
+        open_assessments=args.open_assessments,
+    )
 
     from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings
-    from green_agent.service.mcp import McpComponent
     from green_agent.service.a2a_server import create_app
+    from green_agent.service.mcp import McpComponent
 
     card_url = args.card_url or f"http://{args.host}:{args.port}"
     judge = JudgeSettings(offline=args.offline_judge)
@@ -85,11 +126,24 @@ def main(argv: list[str] | None = None) -> int:
         McpComponent(allowed_hosts=args.mcp_allowed_host, public_url=card_url),
         EvaluationsComponent(EvaluationsSettings(judge=judge)),
     ]
-    app = create_app(card_url, runs_dir=args.runs_dir, default_config=default_config,
-                     scoring_workers=args.scoring_workers, components=components, operator_token=token, limits=limits)
+    app = create_app(
+        card_url,
+        runs_dir=args.runs_dir,
+        default_config=default_config,
+        scoring_workers=args.scoring_workers,
+        components=components,
+        operator_token=token,
+        limits=limits,
+    )
     # SIGTERM must end the process within seconds even while battles stream: open streams get 1 s, then close.
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False,
-                timeout_graceful_shutdown=1)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=1,
+    )
     return 0
 
 

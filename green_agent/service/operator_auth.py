@@ -100,7 +100,7 @@ def presented_tokens(headers: Iterable[tuple[bytes, bytes]], query_string: bytes
             cookie: SimpleCookie = SimpleCookie()
             try:
                 cookie.load(value)
-            except Exception:  # noqa: BLE001, S112 - a malformed cookie header is just no credential
+            except Exception:
                 continue
             if COOKIE_NAME in cookie:
                 found.append(cookie[COOKIE_NAME].value)
@@ -158,12 +158,19 @@ async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 4401})
         return
-    body = (b'{"error": "unauthorized: this endpoint needs the green agent\'s operator token '
-            b'(Authorization: Bearer <token>)"}')
-    await send({
-        "type": "http.response.start",
-        "status": 401,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="arena-green-agent"')],
-    })
+    body = (
+        b'{"error": "unauthorized: this endpoint needs the green agent\'s operator token '
+        b'(Authorization: Bearer <token>)"}'
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", b'Bearer realm="arena-green-agent"'),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

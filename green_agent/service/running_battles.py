@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from green_agent.engine.attempt import ToolGateway
-from green_agent.service.backend_client import BackendReporter
 from green_agent.engine.battle import Battle
 from green_agent.engine.battle_ids import claim_run_dir, validate_battle_id
 from green_agent.engine.config import BattleConfig, ConfigError, parse_remote_battle_config
@@ -25,6 +24,7 @@ from green_agent.engine.report import render_markdown, winner_for
 from green_agent.engine.results import BattleResult
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.service.backend_client import BackendReporter
 
 log = logging.getLogger(__name__)
 
@@ -137,13 +137,23 @@ class BattleRegistry:
             raise ConfigError(f"battle_id: battle {battle_id} already exists ({existing.state})")
         planned = config.planned_attempts()
         if planned is not None and planned > self.limits.max_attempts_per_battle:
-            raise ConfigError(f"k: {planned} attempts (tasks x k) exceed this green agent's limit of "
-                              f"{self.limits.max_attempts_per_battle} per battle")
+            raise ConfigError(
+                f"k: {planned} attempts (tasks x k) exceed this green agent's limit of "
+                f"{self.limits.max_attempts_per_battle} per battle"
+            )
         reporter = self._reporter(battle_id, backend) if backend else None  # nothing is sent before it is entered
         all_sinks = [*sinks, *([backend_sink(reporter)] if reporter else [])]
-        battle = Battle(battle_id, white_agent_url, config, scoring=self.scoring, runs_dir=self.runs_dir,
-                        sinks=all_sinks, tool_gateway=self.tool_gateway, sandboxes=self.sandboxes,
-                        max_attempts=self.limits.max_attempts_per_battle)
+        battle = Battle(
+            battle_id,
+            white_agent_url,
+            config,
+            scoring=self.scoring,
+            runs_dir=self.runs_dir,
+            sinks=all_sinks,
+            tool_gateway=self.tool_gateway,
+            sandboxes=self.sandboxes,
+            max_attempts=self.limits.max_attempts_per_battle,
+        )
         claim_run_dir(self.runs_dir, battle_id)  # last check: a refused start must not use up the id
         record = BattleRecord(battle_id, battle)
         self.battles[battle_id] = record
@@ -184,11 +194,16 @@ class BattleRegistry:
         await asyncio.gather(*self._background, return_exceptions=True)
 
     def _reporter(self, battle_id: str, backend: BackendTarget) -> BackendReporter:
-        return BackendReporter(backend.url, battle_id, token=backend.token,
-                               spool_path=self.runs_dir / battle_id / "undelivered_events.jsonl")
+        return BackendReporter(
+            backend.url,
+            battle_id,
+            token=backend.token,
+            spool_path=self.runs_dir / battle_id / "undelivered_events.jsonl",
+        )
 
-    async def _run(self, record: BattleRecord, reporter: BackendReporter | None,
-                   backend: BackendTarget | None) -> BattleResult:
+    async def _run(
+        self, record: BattleRecord, reporter: BackendReporter | None, backend: BackendTarget | None
+    ) -> BattleResult:
         async with contextlib.AsyncExitStack() as stack:
             if reporter is not None:
                 await stack.enter_async_context(reporter)
@@ -206,8 +221,9 @@ class BattleRegistry:
                 log.exception("battle %s failed in the harness", record.battle_id)
                 record.error = f"{type(error).__name__}: {error}"
                 if reporter is not None:
-                    reporter.result(f"battle failed in the harness: {record.error}", winner="draw",
-                                    detail={"error": record.error})
+                    reporter.result(
+                        f"battle failed in the harness: {record.error}", winner="draw", detail={"error": record.error}
+                    )
                 raise
             record.result = result
             if result.status == "cancelled":

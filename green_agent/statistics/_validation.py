@@ -28,8 +28,15 @@ def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     return result
 
 
-def require_real(name: str, value: Any, *, low: float | None = None, high: float | None = None,
-                 low_open: bool = False, high_open: bool = False) -> float:
+def require_real(
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
     """Return ``value`` as a finite ``float`` within the given bounds; NaN and infinities are rejected."""
     lo_b = "(" if low_open else "["
     hi_b = ")" if high_open else "]"

@@ -95,9 +95,15 @@ def _sign_test(diffs: np.ndarray) -> tuple[int, int, int, float | None]:
     return a_better, b_better, ties, min(1.0, p_value)
 
 
-def compare_trials(a: Mapping[str, Sequence[bool | None]], b: Mapping[str, Sequence[bool | None]], *,
-                   k_max: int | None = None, n_bootstrap: int = 1000, seed: int = 0,
-                   confidence: float = 0.95) -> TrialsComparison:
+def compare_trials(
+    a: Mapping[str, Sequence[bool | None]],
+    b: Mapping[str, Sequence[bool | None]],
+    *,
+    k_max: int | None = None,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> TrialsComparison:
     """Paired comparison of two agents' trials (same format as :func:`summarize_trials`), A minus B.
 
     ``k_max`` defaults to the largest j some paired task has on both sides (max over tasks of min(n_A, n_B)).
@@ -123,8 +129,9 @@ def compare_trials(a: Mapping[str, Sequence[bool | None]], b: Mapping[str, Seque
     js = list(range(1, k_max + 1))
     d_hat = hat_a - hat_b
     d_at = at_a - at_b
-    bounds = coverage_bootstrap_bounds(np.hstack([d_hat, d_at]), js + js, depth, n_bootstrap, rng, confidence,
-                                       low=-1.0, high=1.0)
+    bounds = coverage_bootstrap_bounds(
+        np.hstack([d_hat, d_at]), js + js, depth, n_bootstrap, rng, confidence, low=-1.0, high=1.0
+    )
     per_j: list[PairedStat] = []
     for j in js:
         mask = depth >= j
@@ -133,17 +140,36 @@ def compare_trials(a: Mapping[str, Sequence[bool | None]], b: Mapping[str, Seque
         at_diff, at_se = mean_and_se(d_at[mask, col])
         wins_a, wins_b, ties, p_value = _sign_test(d_hat[mask, col])
         hat_bound, at_bound = bounds[col], bounds[k_max + col]
-        per_j.append(PairedStat(
-            j=j, tasks_paired=int(mask.sum()),
-            pass_hat_a=mean_and_se(hat_a[mask, col])[0], pass_hat_b=mean_and_se(hat_b[mask, col])[0],
-            pass_hat_diff=hat_diff, pass_hat_diff_se=hat_se,
-            pass_hat_diff_ci_low=opt_float(hat_bound[0]), pass_hat_diff_ci_high=opt_float(hat_bound[1]),
-            pass_at_a=mean_and_se(at_a[mask, col])[0], pass_at_b=mean_and_se(at_b[mask, col])[0],
-            pass_at_diff=at_diff, pass_at_diff_se=at_se,
-            pass_at_diff_ci_low=opt_float(at_bound[0]), pass_at_diff_ci_high=opt_float(at_bound[1]),
-            a_better=wins_a, b_better=wins_b, ties=ties, sign_test_p_value=p_value,
-        ))
+        per_j.append(
+            PairedStat(
+                j=j,
+                tasks_paired=int(mask.sum()),
+                pass_hat_a=mean_and_se(hat_a[mask, col])[0],
+                pass_hat_b=mean_and_se(hat_b[mask, col])[0],
+                pass_hat_diff=hat_diff,
+                pass_hat_diff_se=hat_se,
+                pass_hat_diff_ci_low=opt_float(hat_bound[0]),
+                pass_hat_diff_ci_high=opt_float(hat_bound[1]),
+                pass_at_a=mean_and_se(at_a[mask, col])[0],
+                pass_at_b=mean_and_se(at_b[mask, col])[0],
+                pass_at_diff=at_diff,
+                pass_at_diff_se=at_se,
+                pass_at_diff_ci_low=opt_float(at_bound[0]),
+                pass_at_diff_ci_high=opt_float(at_bound[1]),
+                a_better=wins_a,
+                b_better=wins_b,
+                ties=ties,
+                sign_test_p_value=p_value,
+            )
+        )
     return TrialsComparison(
-        k_max=k_max, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence, tasks_in_both=len(common),
-        only_in_a=only_a, only_in_b=only_b, success_rate=per_j[0] if per_j else None, per_j=per_j,
+        k_max=k_max,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        confidence=confidence,
+        tasks_in_both=len(common),
+        only_in_a=only_a,
+        only_in_b=only_b,
+        success_rate=per_j[0] if per_j else None,
+        per_j=per_j,
     )

@@ -97,12 +97,13 @@ def bootstrap_means(values: np.ndarray, n_bootstrap: int, rng: np.random.Generat
         draws = rng.integers(0, rows, size=(size, rows))
         draws += (np.arange(size, dtype=draws.dtype) * rows)[:, None]
         counts = np.bincount(draws.ravel(), minlength=size * rows).reshape(size, rows)
-        out[start:start + size] = (counts @ values) / rows
+        out[start : start + size] = (counts @ values) / rows
     return out
 
 
-def masked_bootstrap_means(values: np.ndarray, masks: np.ndarray, column_group: np.ndarray, n_bootstrap: int,
-                           rng: np.random.Generator) -> np.ndarray:
+def masked_bootstrap_means(
+    values: np.ndarray, masks: np.ndarray, column_group: np.ndarray, n_bootstrap: int, rng: np.random.Generator
+) -> np.ndarray:
     """Resampled means where column ``q`` averages only the rows of ``masks[:, column_group[q]]``.
 
     Rows are resampled from *all* rows (the plain nonparametric bootstrap of "mean over the qualifying rows"), so one
@@ -125,9 +126,9 @@ def masked_bootstrap_means(values: np.ndarray, masks: np.ndarray, column_group: 
         draws += (np.arange(size, dtype=draws.dtype) * rows)[:, None]
         counts = np.bincount(draws.ravel(), minlength=size * rows).reshape(size, rows).astype(np.float64)
         totals = counts @ stacked
-        sums, dens = totals[:, :cols], totals[:, cols:cols + groups][:, column_group]
+        sums, dens = totals[:, :cols], totals[:, cols : cols + groups][:, column_group]
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[start:start + size] = np.where(dens > 0, sums / np.where(dens > 0, dens, 1.0), np.nan)
+            out[start : start + size] = np.where(dens > 0, sums / np.where(dens > 0, dens, 1.0), np.nan)
     return out
 
 
@@ -138,8 +139,15 @@ def percentile_bounds(resampled: np.ndarray, confidence: float, *, low: float, h
     return np.clip(bounds, low, high)
 
 
-def bootstrap_mean_interval(values: Sequence[float] | np.ndarray, *, n_bootstrap: int = 1000, seed: int = 0,
-                            confidence: float = 0.95, low: float = 0.0, high: float = 1.0) -> Interval | None:
+def bootstrap_mean_interval(
+    values: Sequence[float] | np.ndarray,
+    *,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    low: float = 0.0,
+    high: float = 1.0,
+) -> Interval | None:
     """Seeded percentile-bootstrap interval for the mean of ``values``, clipped to [low, high].
 
     ``None`` for fewer than two values (a one-value bootstrap has zero width and would overstate certainty) or when

@@ -147,7 +147,7 @@ def count_trials(trials: Mapping[str, Sequence[bool | None]], name: str = "trial
             if outcome:
                 c += 1
                 run += 1
-                if run > best:  # noqa: PLR1730 - hot loop, cheaper than max()
+                if run > best:
                     best = run
             else:
                 run = 0
@@ -173,11 +173,18 @@ def curve_matrices(counts: Sequence[TaskCounts], k_max: int) -> tuple[np.ndarray
         rows[i] = slot
         hats, ats = curves[slot]
         # Values were validated above; skip re-validation of 10,000 records.
-        tasks.append(TaskStat.model_construct(
-            task_id=tc.task_id, n=tc.n, c=tc.c, infra_errors=tc.infra_errors,
-            success_rate=(tc.c / tc.n) if tc.n else None, longest_success_streak=tc.longest_streak,
-            pass_hat=hats, pass_at=ats,
-        ))
+        tasks.append(
+            TaskStat.model_construct(
+                task_id=tc.task_id,
+                n=tc.n,
+                c=tc.c,
+                infra_errors=tc.infra_errors,
+                success_rate=(tc.c / tc.n) if tc.n else None,
+                longest_success_streak=tc.longest_streak,
+                pass_hat=hats,
+                pass_at=ats,
+            )
+        )
     width = max(k_max, 0)
     hat_u = np.array([[np.nan if v is None else v for v in h] for h, _ in curves], dtype=np.float64)
     at_u = np.array([[np.nan if v is None else v for v in a] for _, a in curves], dtype=np.float64)
@@ -186,9 +193,17 @@ def curve_matrices(counts: Sequence[TaskCounts], k_max: int) -> tuple[np.ndarray
     return hat_u[rows], at_u[rows], tasks
 
 
-def coverage_bootstrap_bounds(columns: np.ndarray, column_j: Sequence[int], depth: np.ndarray, n_bootstrap: int,
-                              rng: np.random.Generator, confidence: float, *, low: float,
-                              high: float) -> np.ndarray:
+def coverage_bootstrap_bounds(
+    columns: np.ndarray,
+    column_j: Sequence[int],
+    depth: np.ndarray,
+    n_bootstrap: int,
+    rng: np.random.Generator,
+    confidence: float,
+    *,
+    low: float,
+    high: float,
+) -> np.ndarray:
     """Bootstrap bounds, shape ``(columns, 2)``, of the mean of each column over the rows with ``depth >= j``.
 
     One set of task resamples serves every column (see
@@ -242,12 +257,21 @@ def opt_float(value: float) -> float | None:
 
 def validate_bootstrap_args(n_bootstrap: object, seed: object, confidence: object) -> tuple[int, int, float]:
     """Shared checks for the bootstrap arguments of the summaries and comparisons."""
-    return (require_int("n_bootstrap", n_bootstrap, minimum=0), require_int("seed", seed, minimum=0),
-            require_confidence("confidence", confidence))
+    return (
+        require_int("n_bootstrap", n_bootstrap, minimum=0),
+        require_int("seed", seed, minimum=0),
+        require_confidence("confidence", confidence),
+    )
 
 
-def summarize_trials(trials: Mapping[str, Sequence[bool | None]], *, k_max: int | None = None,
-                     n_bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95) -> TrialsSummary:
+def summarize_trials(
+    trials: Mapping[str, Sequence[bool | None]],
+    *,
+    k_max: int | None = None,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> TrialsSummary:
     """Summarise repeated trials per task: per-task pass^j / pass@j, macro means with intervals, micro rate.
 
     Args:
@@ -273,30 +297,52 @@ def summarize_trials(trials: Mapping[str, Sequence[bool | None]], *, k_max: int 
     total = len(counts)
     rng = np.random.default_rng(seed)
     js = list(range(1, k_max + 1))
-    bounds = coverage_bootstrap_bounds(np.hstack([hat, at]), js + js, n_arr, n_bootstrap, rng, confidence,
-                                       low=0.0, high=1.0)
+    bounds = coverage_bootstrap_bounds(
+        np.hstack([hat, at]), js + js, n_arr, n_bootstrap, rng, confidence, low=0.0, high=1.0
+    )
     macro: list[MacroStat] = []
     for j in js:
         mask = n_arr >= j
         hat_mean, hat_se = mean_and_se(hat[mask, j - 1])
         at_mean, at_se = mean_and_se(at[mask, j - 1])
         hat_b, at_b = bounds[j - 1], bounds[k_max + j - 1]
-        macro.append(MacroStat(
-            j=j, coverage=int(mask.sum()), total_tasks=total,
-            pass_hat_mean=hat_mean, pass_hat_se=hat_se,
-            pass_hat_ci_low=opt_float(hat_b[0]), pass_hat_ci_high=opt_float(hat_b[1]),
-            pass_at_mean=at_mean, pass_at_se=at_se,
-            pass_at_ci_low=opt_float(at_b[0]), pass_at_ci_high=opt_float(at_b[1]),
-        ))
+        macro.append(
+            MacroStat(
+                j=j,
+                coverage=int(mask.sum()),
+                total_tasks=total,
+                pass_hat_mean=hat_mean,
+                pass_hat_se=hat_se,
+                pass_hat_ci_low=opt_float(hat_b[0]),
+                pass_hat_ci_high=opt_float(hat_b[1]),
+                pass_at_mean=at_mean,
+                pass_at_se=at_se,
+                pass_at_ci_low=opt_float(at_b[0]),
+                pass_at_ci_high=opt_float(at_b[1]),
+            )
+        )
 
     successes = sum(tc.c for tc in counts)
     n_total = sum(tc.n for tc in counts)
     infra_total = sum(tc.infra_errors for tc in counts)
     wilson = wilson_interval(successes, n_total, confidence)
     micro = MicroStat(
-        successes=successes, trials=n_total, infra_errors=infra_total,
+        successes=successes,
+        trials=n_total,
+        infra_errors=infra_total,
         rate=(successes / n_total) if n_total else None,
-        ci_low=wilson.low if wilson else None, ci_high=wilson.high if wilson else None, confidence=confidence,
+        ci_low=wilson.low if wilson else None,
+        ci_high=wilson.high if wilson else None,
+        confidence=confidence,
     )
-    return TrialsSummary(k_max=k_max, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence, total_tasks=total,
-                         infra_errors=infra_total, tasks=tasks, macro=macro, micro=micro)
+    return TrialsSummary(
+        k_max=k_max,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        confidence=confidence,
+        total_tasks=total,
+        infra_errors=infra_total,
+        tasks=tasks,
+        macro=macro,
+        micro=micro,
+    )

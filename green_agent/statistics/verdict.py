@@ -94,9 +94,15 @@ def _bound(name: str, value: Any, point: float) -> float | None:
     return min(require_probability(name, value), point)
 
 
-def interpret(pass_at_k: float, pass_hat_k: float, *, pass_hat_k_lower: float | None = None,
-              pass_at_k_lower: float | None = None, k: int | None = None,
-              thresholds: VerdictThresholds | None = None) -> Verdict:
+def interpret(
+    pass_at_k: float,
+    pass_hat_k: float,
+    *,
+    pass_hat_k_lower: float | None = None,
+    pass_at_k_lower: float | None = None,
+    k: int | None = None,
+    thresholds: VerdictThresholds | None = None,
+) -> Verdict:
     """Label an agent from pass@k and pass^k at the same k (macro means, or one task's values).
 
     Rules, first match wins (defaults from the seed's table, see the module docstring for the original and its gaps):
@@ -127,18 +133,34 @@ def interpret(pass_at_k: float, pass_hat_k: float, *, pass_hat_k_lower: float | 
 
     if at_used >= t.capable_min and hat_used >= t.reliable_min:
         label = VerdictLabel.RELIABLE
-        reason = (f"{at_name} {at_used:.3f} >= {t.capable_min} and {hat_name} {hat_used:.3f} >= {t.reliable_min}: "
-                  f"succeeds on all {ks} attempts with high probability")
+        reason = (
+            f"{at_name} {at_used:.3f} >= {t.capable_min} and {hat_name} {hat_used:.3f} >= {t.reliable_min}: "
+            f"succeeds on all {ks} attempts with high probability"
+        )
     elif at_used >= t.capable_min:
         label = VerdictLabel.INCONSISTENT
-        reason = (f"{at_name} {at_used:.3f} >= {t.capable_min} but {hat_name} {hat_used:.3f} < {t.reliable_min}: "
-                  f"usually succeeds within {ks} attempts, but not on every attempt")
+        reason = (
+            f"{at_name} {at_used:.3f} >= {t.capable_min} but {hat_name} {hat_used:.3f} < {t.reliable_min}: "
+            f"usually succeeds within {ks} attempts, but not on every attempt"
+        )
     elif at_used >= t.functional_min:
         label = VerdictLabel.FUNCTIONAL
-        reason = (f"{at_name} {at_used:.3f} is in [{t.functional_min}, {t.capable_min}): solves most tasks within "
-                  f"{ks} attempts, too many it never solves for a higher label")
+        reason = (
+            f"{at_name} {at_used:.3f} is in [{t.functional_min}, {t.capable_min}): solves most tasks within "
+            f"{ks} attempts, too many it never solves for a higher label"
+        )
     else:
         label = VerdictLabel.NEEDS_IMPROVEMENT
         reason = f"{at_name} {at_used:.3f} < {t.functional_min}: fails too many tasks even with {ks} attempts"
-    return Verdict(label=label, k=k, pass_at_k=at, pass_hat_k=hat, pass_at_k_lower=at_low, pass_hat_k_lower=hat_low,
-                   pass_at_k_used=at_used, pass_hat_k_used=hat_used, thresholds=t, reason=reason)
+    return Verdict(
+        label=label,
+        k=k,
+        pass_at_k=at,
+        pass_hat_k=hat,
+        pass_at_k_lower=at_low,
+        pass_hat_k_lower=hat_low,
+        pass_at_k_used=at_used,
+        pass_hat_k_used=hat_used,
+        thresholds=t,
+        reason=reason,
+    )

@@ -63,19 +63,26 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live progress, only the summary")] = False,
     backend: Annotated[
         str | None,
-        typer.Option("--backend", help="run the battle through an AgentBeats-compatible backend: 'local' starts ours "
-                     "for this run (SQLite in the run directory), or the URL of a running one (ours or AgentBeats)"),
+        typer.Option(
+            "--backend",
+            help="run the battle through an AgentBeats-compatible backend: 'local' starts ours "
+            "for this run (SQLite in the run directory), or the URL of a running one (ours or AgentBeats)",
+        ),
     ] = None,
     open_browser: Annotated[
         bool, typer.Option("--open", help="with --backend: open the battle page in a web browser")
     ] = False,
     keep_backend: Annotated[
-        bool, typer.Option("--keep-backend", help="with --backend local: keep the backend serving after the battle "
-                           "until Ctrl-C")
+        bool,
+        typer.Option(
+            "--keep-backend", help="with --backend local: keep the backend serving after the battle until Ctrl-C"
+        ),
     ] = False,
     battle_timeout: Annotated[
-        float | None, typer.Option(help="with --backend: the green agent's battle_timeout in seconds "
-                                   "(default: estimated from the scenario)")
+        float | None,
+        typer.Option(
+            help="with --backend: the green agent's battle_timeout in seconds (default: estimated from the scenario)"
+        ),
     ] = None,
     startup_timeout: Annotated[float, typer.Option(help="seconds each agent gets to answer its card")] = 120.0,
     log_level: Annotated[str, typer.Option(help="log level of the arena process itself")] = "warning",
@@ -109,8 +116,9 @@ def run(
         if backend is not None:
             from launcher.cli.backend_run import BackendRunOptions, execute_backend_run
 
-            backend_options = BackendRunOptions(options, backend, open_browser=open_browser,
-                                                keep_backend=keep_backend, battle_timeout_s=battle_timeout)
+            backend_options = BackendRunOptions(
+                options, backend, open_browser=open_browser, keep_backend=keep_backend, battle_timeout_s=battle_timeout
+            )
             report = asyncio.run(execute_backend_run(backend_options, console))
         else:
             report = asyncio.run(execute_run(options, console))

@@ -42,8 +42,6 @@ from rich.markdown import Markdown
 
 from green_agent.engine.config import BattleConfig, ConfigError, remote_config_dict
 from launcher.cli.assessment_client import AssessmentOutcome
-from launcher.ports import free_ports, loopback_url
-from launcher.processes import ProcessError, ProcessGroup, wait_until_ready
 from launcher.cli.run_command import (
     EXIT_CONFIG_ERROR,
     EXIT_HARNESS_ERROR,
@@ -59,6 +57,8 @@ from launcher.cli.run_command import (
     start_agent,
     white_agent_argv,
 )
+from launcher.ports import free_ports, loopback_url
+from launcher.processes import ProcessError, ProcessGroup, wait_until_ready
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,9 @@ def parse_backend(value: str) -> str:
         return LOCAL
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"--backend: expected 'local' or an http(s) URL of an AgentBeats-compatible backend, got {value!r}")
+        raise ConfigError(
+            f"--backend: expected 'local' or an http(s) URL of an AgentBeats-compatible backend, got {value!r}"
+        )
     return value.rstrip("/")
 
 
@@ -129,8 +131,19 @@ def estimate_battle_timeout(config: BattleConfig) -> float:
 
 def local_backend_argv(port: int, db_path: Path, *, python: str) -> list[str]:
     """Our backend for one run: loopback only, its SQLite file in the run directory."""
-    return [python, "-m", "battle_backend", "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path),
-            "--log-level", "warning"]
+    return [
+        python,
+        "-m",
+        "battle_backend",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--db",
+        str(db_path),
+        "--log-level",
+        "warning",
+    ]
 
 
 def _is_loopback(url: str) -> bool:
@@ -149,7 +162,9 @@ class BackendApi:
         try:
             response = await self.http.request(method, url, json=json)
         except httpx.HTTPError as error:
-            raise BackendError(f"{method} {url}: the backend did not answer ({type(error).__name__}: {error})") from error
+            raise BackendError(
+                f"{method} {url}: the backend did not answer ({type(error).__name__}: {error})"
+            ) from error
         if response.status_code not in expect:
             raise BackendError(f"{method} {url} answered HTTP {response.status_code}: {response.text[:500]}")
         if response.status_code == 204 or not response.content:
@@ -233,7 +248,7 @@ class _Follower:
 
     def feed(self, battle: dict[str, Any]) -> None:
         history = battle.get("interact_history") or []
-        for entry in history[self.seen:]:
+        for entry in history[self.seen :]:
             if not isinstance(entry, dict) or entry.get("is_result"):
                 continue
             message = str(entry.get("message") or "")
@@ -246,8 +261,14 @@ class _Follower:
         self.seen = max(self.seen, len(history))
 
 
-async def _follow(api: BackendApi, battle_id: str, display: BattleDisplay, group: ProcessGroup,
-                  options: BackendRunOptions, deadline_s: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+async def _follow(
+    api: BackendApi,
+    battle_id: str,
+    display: BattleDisplay,
+    group: ProcessGroup,
+    options: BackendRunOptions,
+    deadline_s: float,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Poll until the battle is finished or errored; a dead child or a battle that never ends is an error."""
     follower = _Follower(display)
     loop = asyncio.get_running_loop()
@@ -276,8 +297,15 @@ async def _follow(api: BackendApi, battle_id: str, display: BattleDisplay, group
         await asyncio.sleep(options.poll_interval_s)
 
 
-async def _connect_backend(options: BackendRunOptions, target: str, group: ProcessGroup, prepared: PreparedRun,
-                           port: int, display: BattleDisplay, report: BackendRunReport) -> str:
+async def _connect_backend(
+    options: BackendRunOptions,
+    target: str,
+    group: ProcessGroup,
+    prepared: PreparedRun,
+    port: int,
+    display: BattleDisplay,
+    report: BackendRunReport,
+) -> str:
     """The backend's URL; for ``local``, ours started for this run and waited for."""
     if target != LOCAL:
         return target
@@ -340,8 +368,14 @@ async def execute_backend_run(options: BackendRunOptions, console: Console) -> B
     return report
 
 
-async def _run_battle(options: BackendRunOptions, target: str, prepared: PreparedRun, group: ProcessGroup,
-                      display: BattleDisplay, report: BackendRunReport) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+async def _run_battle(
+    options: BackendRunOptions,
+    target: str,
+    prepared: PreparedRun,
+    group: ProcessGroup,
+    display: BattleDisplay,
+    report: BackendRunReport,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Backend up, agents up and registered, battle created and followed to its end."""
     run = options.run
     scenario = prepared.scenario
@@ -361,35 +395,57 @@ async def _run_battle(options: BackendRunOptions, target: str, prepared: Prepare
             white_url = str(scenario.white_agent.url)
         else:
             white_argv = white_agent_argv(scenario.white_agent, white_port, python=run.python, module=run.white_module)
-            white_url, _ = await start_agent(group, display, "white_agent", white_argv, white_port,
-                                             white_launcher_port, agent_options, prepared.log_dir)
+            white_url, _ = await start_agent(
+                group,
+                display,
+                "white_agent",
+                white_argv,
+                white_port,
+                white_launcher_port,
+                agent_options,
+                prepared.log_dir,
+            )
             white_launcher = loopback_url(white_launcher_port)
-        green_argv = green_agent_argv(green_port, run.runs_dir, python=run.python, module=run.green_module,
-                                      scenario=run.scenario_path)
-        green_url, _ = await start_agent(group, display, "green_agent", green_argv, green_port, green_launcher_port,
-                                         agent_options, prepared.log_dir,
-                                         env=agent_environment(prepared.operator_token))
+        green_argv = green_agent_argv(
+            green_port, run.runs_dir, python=run.python, module=run.green_module, scenario=run.scenario_path
+        )
+        green_url, _ = await start_agent(
+            group,
+            display,
+            "green_agent",
+            green_argv,
+            green_port,
+            green_launcher_port,
+            agent_options,
+            prepared.log_dir,
+            env=agent_environment(prepared.operator_token),
+        )
         report.pids = [p.pid for p in group.processes]
 
         display.status("registering the agents")
         white_alias = f"arena-{scenario.white_agent.kind}-white-{tag}"
-        white_id = await api.register({"alias": white_alias, "agent_url": white_url, "launcher_url": white_launcher,
-                                       "is_green": False})
+        white_id = await api.register(
+            {"alias": white_alias, "agent_url": white_url, "launcher_url": white_launcher, "is_green": False}
+        )
         battle_timeout = options.battle_timeout_s or estimate_battle_timeout(config)
-        green_id = await api.register({
-            "alias": f"arena-green-{tag}",
-            "agent_url": green_url,
-            "launcher_url": loopback_url(green_launcher_port),
-            "is_green": True,
-            "participant_requirements": [{"role": "blue_agent", "name": WHITE_PARTICIPANT, "required": True}],
-            "battle_timeout": math.ceil(battle_timeout),
-        })
+        green_id = await api.register(
+            {
+                "alias": f"arena-green-{tag}",
+                "agent_url": green_url,
+                "launcher_url": loopback_url(green_launcher_port),
+                "is_green": True,
+                "participant_requirements": [{"role": "blue_agent", "name": WHITE_PARTICIPANT, "required": True}],
+                "battle_timeout": math.ceil(battle_timeout),
+            }
+        )
         report.agent_ids = {"white_agent": white_id, "green_agent": green_id}
-        battle_id = await api.create_battle({
-            "green_agent_id": green_id,
-            "opponents": [{"name": WHITE_PARTICIPANT, "agent_id": white_id}],
-            "config": {"pass_k_config": remote_config_dict(config)},
-        })
+        battle_id = await api.create_battle(
+            {
+                "green_agent_id": green_id,
+                "opponents": [{"name": WHITE_PARTICIPANT, "agent_id": white_id}],
+                "config": {"pass_k_config": remote_config_dict(config)},
+            }
+        )
         report.battle_id = battle_id
         report.battle_url = battle_page_url(backend_url, battle_id, arena=arena)
         display.line(f"battle page: {report.battle_url}" if arena else f"battle {battle_id}: {report.battle_url}")
@@ -401,8 +457,15 @@ async def _run_battle(options: BackendRunOptions, target: str, prepared: Prepare
         return await _follow(api, battle_id, display, group, options, deadline_s)
 
 
-def _conclude(report: BackendRunReport, battle: dict[str, Any], events: list[dict[str, Any]], prepared: PreparedRun,
-              options: BackendRunOptions, console: Console, started: float) -> None:
+def _conclude(
+    report: BackendRunReport,
+    battle: dict[str, Any],
+    events: list[dict[str, Any]],
+    prepared: PreparedRun,
+    options: BackendRunOptions,
+    console: Console,
+    started: float,
+) -> None:
     """Exit code, markdown summary and summary path from the finished battle."""
     exit_code, error = judge_battle(battle)
     event = result_event(battle) or {}
@@ -417,7 +480,9 @@ def _conclude(report: BackendRunReport, battle: dict[str, Any], events: list[dic
         events=events,
     )
     if exit_code != EXIT_OK:
-        label = "the green agent refused the battle:" if exit_code == EXIT_CONFIG_ERROR else "the battle did not complete:"
+        label = (
+            "the green agent refused the battle:" if exit_code == EXIT_CONFIG_ERROR else "the battle did not complete:"
+        )
         say(console, str(error), label=label)
         say(console, f"battle: {report.battle_url}")
         say(console, f"logs: {prepared.log_dir}")
@@ -435,5 +500,7 @@ def _conclude(report: BackendRunReport, battle: dict[str, Any], events: list[dic
     say(console, f"battle: {report.battle_url}")
     say(console, f"summary: {summary_path}  ({time.monotonic() - started:.1f} s)")
     if report.backend_db is not None and not options.keep_backend:
-        say(console, f"the run's backend stops now; to browse this battle again: arena backend --db {report.backend_db}")
+        say(
+            console, f"the run's backend stops now; to browse this battle again: arena backend --db {report.backend_db}"
+        )
     report.exit_code = EXIT_OK

@@ -61,11 +61,15 @@ def _judge_settings(cache: Path | None, no_cache: bool, base_url: str | None, pr
     from green_agent.evaluations.judge import DEFAULT_CACHE_PATH, JudgeSettings
 
     overrides = {provider: base_url} if base_url and provider else {}
-    return JudgeSettings(cache_path=None if no_cache else (cache or DEFAULT_CACHE_PATH),
-                         base_url_overrides=overrides, allow_base_url=True)
+    return JudgeSettings(
+        cache_path=None if no_cache else (cache or DEFAULT_CACHE_PATH),
+        base_url_overrides=overrides,
+        allow_base_url=True,
+    )
 
 
 # --- arena score -------------------------------------------------------------------------------------------------------
+
 
 def _print_run(result: dict[str, Any], console: Console) -> None:
     table = Table(title="Conversations (each one trial)", show_lines=False)
@@ -76,24 +80,35 @@ def _print_run(result: dict[str, Any], console: Console) -> None:
         tools = [t for t in conv["tool_correctness_scores"] if t is not None]
         tool_text = ", ".join(f"{t['overall_correctness']:.2f}{'' if t['is_correct'] else '✗'}" for t in tools) or "-"
         colour = {"correct": "green", "incorrect": "red", "unscored": "yellow"}[conv["status"]]
-        table.add_row(escape(conv["session_id"]), escape(conv["assistant_id"]),
-                      f"[{colour}]{conv['status']}[/{colour}]",
-                      f"{conv['correct_interactions']}/{conv['total_interactions']}", scores, tool_text)
+        table.add_row(
+            escape(conv["session_id"]),
+            escape(conv["assistant_id"]),
+            f"[{colour}]{conv['status']}[/{colour}]",
+            f"{conv['correct_interactions']}/{conv['total_interactions']}",
+            scores,
+            tool_text,
+        )
     console.print(table)
     agg = result["aggregated_metrics"]
     summary = Table(title=f"Aggregate (k = {agg['k']}, judge: {escape(result['judge']['name'])})", show_header=False)
     summary.add_column("metric")
     summary.add_column("value")
-    summary.add_row("conversations", f"{agg['total_conversations']} ({agg['scored_conversations']} scored, "
-                                     f"{agg['unscored_conversations']} unscored)")
-    summary.add_row("fully correct", f"{agg['fully_correct_conversations']} (rate "
-                                     f"{_fmt(agg['conversation_success_rate'])})")
+    summary.add_row(
+        "conversations",
+        f"{agg['total_conversations']} ({agg['scored_conversations']} scored, "
+        f"{agg['unscored_conversations']} unscored)",
+    )
+    summary.add_row(
+        "fully correct", f"{agg['fully_correct_conversations']} (rate {_fmt(agg['conversation_success_rate'])})"
+    )
     summary.add_row(f"pass@{agg['k']}", _fmt(agg["pass_at_k"]))
     summary.add_row(f"pass^{agg['k']}", _fmt(agg["pass_pow_k"]))
     if agg["projections"]:
         proj = agg["projections"]
-        summary.add_row("projections", f"pass@k {_fmt(proj['pass_at_k'])}, pass^k {_fmt(proj['pass_pow_k'])} "
-                                       f"[dim]({escape(proj['label'])})[/dim]")
+        summary.add_row(
+            "projections",
+            f"pass@k {_fmt(proj['pass_at_k'])}, pass^k {_fmt(proj['pass_pow_k'])} [dim]({escape(proj['label'])})[/dim]",
+        )
     summary.add_row("interpretation", agg["interpretation"] or "n/a (undefined at this k)")
     console.print(summary)
     for warning in result.get("warnings", []):
@@ -110,21 +125,28 @@ def _print_samples(result: dict[str, Any], console: Console) -> None:
             for j in item["judges"]
         )
         colour = _colour(item["score"])
-        table.add_row(escape(item["sample"]), escape(item["metric"]), f"[{colour}]{_fmt(item['score'], 2)}[/{colour}]",
-                      escape(judges))
+        table.add_row(
+            escape(item["sample"]),
+            escape(item["metric"]),
+            f"[{colour}]{_fmt(item['score'], 2)}[/{colour}]",
+            escape(judges),
+        )
     console.print(table)
     summary = Table(title="Metrics")
     for column in ("metric", "mean", "scored", "unscored", "per judge"):
         summary.add_column(column)
     for item in result["summary"]:
         per_judge = ", ".join(f"{k}: {_fmt(v, 2)}" for k, v in item["per_judge_mean"].items())
-        summary.add_row(escape(item["metric"]), _fmt(item["mean"]), str(item["scored"]), str(item["unscored"]),
-                        escape(per_judge))
+        summary.add_row(
+            escape(item["metric"]), _fmt(item["mean"]), str(item["scored"]), str(item["unscored"]), escape(per_judge)
+        )
     console.print(summary)
 
 
 def score_command(
-    file: Annotated[Path, typer.Argument(help="JSON: a /run request (datasets) or ragas-style samples", show_default=False)],
+    file: Annotated[
+        Path, typer.Argument(help="JSON: a /run request (datasets) or ragas-style samples", show_default=False)
+    ],
     judge: Annotated[str, typer.Option(help="auto (what the file says), lexical (offline) or llm")] = "auto",
     out: Annotated[Path | None, typer.Option(help="where to write the JSON result")] = None,
     json_only: Annotated[bool, typer.Option("--json", help="print only the JSON result on stdout")] = False,
@@ -152,8 +174,12 @@ def score_command(
         if settings.cache_path is None or judge == "lexical":
             return await score_document(document, settings=settings, judge=judge)  # type: ignore[arg-type]
         async with JudgeCache(settings.cache_path) as verdicts:
-            return await score_document(document, settings=settings, judge=judge,  # type: ignore[arg-type]
-                                        cache=verdicts)
+            return await score_document(
+                document,
+                settings=settings,
+                judge=judge,  # type: ignore[arg-type]
+                cache=verdicts,
+            )
 
     try:
         result = asyncio.run(go())
@@ -171,25 +197,39 @@ def score_command(
 
 # --- arena eval-csv ----------------------------------------------------------------------------------------------------
 
+
 async def _start_finance_demo(group: Any, python: str) -> str:
     from launcher.ports import free_port, loopback_url
 
     port = free_port()
     url = loopback_url(port)
-    argv = [python, "-m", "white_agent", "--kind", "finance", "--host", "127.0.0.1", "--port", str(port),
-            "--card-url", url + "/"]
+    argv = [
+        python,
+        "-m",
+        "white_agent",
+        "--kind",
+        "finance",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--card-url",
+        url + "/",
+    ]
     await group.start_and_wait("finance_demo", argv, url + "/.well-known/agent-card.json", timeout_s=60.0)
     return url
 
 
-async def _run_csv(file: Path, agent: str, options: Any, judge: Any, console: Console, quiet: bool,
-                   log_dir: Path) -> tuple[int, dict[str, Any]]:
+async def _run_csv(
+    file: Path, agent: str, options: Any, judge: Any, console: Console, quiet: bool, log_dir: Path
+) -> tuple[int, dict[str, Any]]:
     from green_agent.evaluations.csv_runner import run_csv_suite
     from green_agent.evaluations.csv_suite import parse_csv_suite
     from launcher.processes import ProcessError, ProcessGroup
 
-    suite = await asyncio.to_thread(parse_csv_suite, file.read_bytes(), max_bytes=options["max_bytes"],
-                                    max_cases=options["max_cases"])
+    suite = await asyncio.to_thread(
+        parse_csv_suite, file.read_bytes(), max_bytes=options["max_bytes"], max_cases=options["max_cases"]
+    )
     for warning in suite.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     cases: list[dict[str, Any]] = []
@@ -203,8 +243,10 @@ async def _run_csv(file: Path, agent: str, options: Any, judge: Any, console: Co
             except ProcessError as failure:
                 return EXIT_FAILED, {"error": {"message": f"the finance demo agent did not start: {failure}"}}
             console.print(f"started the offline finance demo agent at {url}")
-        console.print(f"running {len(suite.cases)} case(s) against {url} (concurrency {options['run'].concurrency}, "
-                      f"judge {judge.name})")
+        console.print(
+            f"running {len(suite.cases)} case(s) against {url} (concurrency {options['run'].concurrency}, "
+            f"judge {judge.name})"
+        )
         async for name, data in run_csv_suite(suite, url, judge, options=options["run"]):
             if name == "test_case_result":
                 cases.append(data)
@@ -212,8 +254,10 @@ async def _run_csv(file: Path, agent: str, options: Any, judge: Any, console: Co
                     status = data["status"]
                     colour = {"passed": "green", "failed": "red", "errored": "red", "unscored": "yellow"}[status]
                     overall = data["scores"].get("overall")
-                    console.print(f"[{colour}]{status:>8}[/{colour}] {escape(data['test_id'])}  overall {_fmt(overall, 2)}"
-                                  f"  ({len(cases)}/{data['total']})")
+                    console.print(
+                        f"[{colour}]{status:>8}[/{colour}] {escape(data['test_id'])}  overall {_fmt(overall, 2)}"
+                        f"  ({len(cases)}/{data['total']})"
+                    )
             elif name == "summary":
                 summary = data
             elif name == "error":
@@ -229,8 +273,10 @@ def _print_csv(result: dict[str, Any], console: Console) -> None:
         table.add_column(column)
     for case in result["cases"]:
         scores = case["scores"]
-        cells = [f"[{_colour(scores.get(k))}]{_fmt(scores.get(k), 2)}[/{_colour(scores.get(k))}]"
-                 for k in ("tool_selection", "argument_match", "faithfulness", "overall")]
+        cells = [
+            f"[{_colour(scores.get(k))}]{_fmt(scores.get(k), 2)}[/{_colour(scores.get(k))}]"
+            for k in ("tool_selection", "argument_match", "faithfulness", "overall")
+        ]
         note = case.get("error") or "; ".join(case.get("notes") or []) or ""
         table.add_row(escape(case["test_id"]), case["status"], *cells, escape(note[:80]))
     console.print(table)

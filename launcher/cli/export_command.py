@@ -67,8 +67,9 @@ CSV_COLUMNS: tuple[str, ...] = (
 )
 """One row per attempt. ``counted`` is false for infrastructure errors (excluded from n in pass^k)."""
 
-_FREE_TEXT = frozenset({"battle_id", "white_agent_url", "task_id", "context_id", "termination_reason",
-                        "failure_detail", "trajectory_file"})
+_FREE_TEXT = frozenset(
+    {"battle_id", "white_agent_url", "task_id", "context_id", "termination_reason", "failure_detail", "trajectory_file"}
+)
 """Columns that may carry text from outside the harness (agent replies end up in failure details)."""
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -106,8 +107,10 @@ def _from_backend_record(record: dict[str, Any], where: str) -> LoadedBattles:
     if not isinstance(detail, dict) or "attempts" not in detail:
         state = record.get("state")
         reason = record.get("error") or (detail.get("error") if isinstance(detail, dict) else None)
-        raise ExportError(f"{where}: battle {record.get('battle_id')} (state {state}) holds no Arena battle result"
-                          + (f": {reason}" if reason else ""))
+        raise ExportError(
+            f"{where}: battle {record.get('battle_id')} (state {state}) holds no Arena battle result"
+            + (f": {reason}" if reason else "")
+        )
     participants: dict[str, str] = {}
     for opponent in record.get("opponents") or []:
         if isinstance(opponent, dict) and opponent.get("name") and opponent.get("agent_id"):
@@ -139,8 +142,10 @@ def load_battles(source: Path) -> LoadedBattles:
         return LoadedBattles(results, {str(k): str(v) for k, v in data["participants"].items()})
     if "state" in data and "battle_id" in data:
         return _from_backend_record(data, str(path))
-    raise ExportError(f"{path}: neither a summary.json, a backend battle record nor a results.json "
-                      f"(keys: {', '.join(sorted(data)[:12])})")
+    raise ExportError(
+        f"{path}: neither a summary.json, a backend battle record nor a results.json "
+        f"(keys: {', '.join(sorted(data)[:12])})"
+    )
 
 
 def parse_participant_ids(items: Sequence[str]) -> dict[str, str]:
@@ -158,9 +163,11 @@ def check_complete(results: Iterable[BattleResult]) -> None:
     """Refuse battles that did not complete: a leaderboard must not rank a cancelled or broken run."""
     for result in results:
         if result.status != "completed":
-            raise ExportError(f"battle {result.battle_id} ended with status {result.status}"
-                              + (f" ({result.error})" if result.error else "")
-                              + "; use --allow-incomplete to export it anyway")
+            raise ExportError(
+                f"battle {result.battle_id} ended with status {result.status}"
+                + (f" ({result.error})" if result.error else "")
+                + "; use --allow-incomplete to export it anyway"
+            )
 
 
 def results_document(results: Sequence[BattleResult], participants: dict[str, str]) -> dict[str, Any]:
@@ -237,8 +244,9 @@ class Export:
     participants: dict[str, str] | None = None
 
 
-def export_battles(source: Path, fmt: ExportFormat, participant_ids: Sequence[str] = (),
-                   *, allow_incomplete: bool = False) -> Export:
+def export_battles(
+    source: Path, fmt: ExportFormat, participant_ids: Sequence[str] = (), *, allow_incomplete: bool = False
+) -> Export:
     """The exported document; :class:`ExportError` for anything that cannot be exported.
 
     Participants: those the source names (a backend record's opponents, a results.json's mapping), overridden and
@@ -256,17 +264,29 @@ def export_battles(source: Path, fmt: ExportFormat, participant_ids: Sequence[st
 
 
 def export_command(
-    source: Annotated[Path, typer.Argument(
-        help="run directory (runs/<battle id>/), its summary.json, a backend battle record (GET /battles/{id}) "
-             "or a results.json", show_default=False)],
-    fmt: Annotated[ExportFormat, typer.Option(
-        "--format", help="results-json: the leaderboard shape; csv: one row per attempt")] = ExportFormat.RESULTS_JSON,
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="run directory (runs/<battle id>/), its summary.json, a backend battle record (GET /battles/{id}) "
+            "or a results.json",
+            show_default=False,
+        ),
+    ],
+    fmt: Annotated[
+        ExportFormat, typer.Option("--format", help="results-json: the leaderboard shape; csv: one row per attempt")
+    ] = ExportFormat.RESULTS_JSON,
     out: Annotated[Path | None, typer.Option("--out", help="file to write (default: standard output)")] = None,
-    participant_id: Annotated[list[str] | None, typer.Option(
-        "--participant-id", help="ROLE=ID: the participant's AgentBeats id under its role (repeatable), e.g. "
-                                 "white_agent=<id>", show_default=False)] = None,
-    allow_incomplete: Annotated[bool, typer.Option(
-        "--allow-incomplete", help="also export a battle that was cancelled or ended in error")] = False,
+    participant_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--participant-id",
+            help="ROLE=ID: the participant's AgentBeats id under its role (repeatable), e.g. white_agent=<id>",
+            show_default=False,
+        ),
+    ] = None,
+    allow_incomplete: Annotated[
+        bool, typer.Option("--allow-incomplete", help="also export a battle that was cancelled or ended in error")
+    ] = False,
 ) -> None:
     """Export a finished battle as a leaderboard results.json ({"participants": {role: id}, "results": [...]}) or CSV."""
     try:
@@ -276,8 +296,11 @@ def export_command(
         raise typer.Exit(EXIT_BAD_INPUT) from None
     text = export.text
     if export.participants == {}:
-        typer.echo("note: participants is empty; leaderboards match results by agent id: add "
-                   "--participant-id white_agent=<AgentBeats id>", err=True)
+        typer.echo(
+            "note: participants is empty; leaderboards match results by agent id: add "
+            "--participant-id white_agent=<AgentBeats id>",
+            err=True,
+        )
     if out is None:
         typer.echo(text, nl=False)
         return

@@ -264,8 +264,9 @@ async def register_agent(client: httpx.AsyncClient, backend_url: str, body: dict
     except httpx.HTTPError as error:
         raise RegistrationError(f"POST {url}: the backend did not answer ({type(error).__name__}: {error})") from error
     if response.status_code not in (200, 201):
-        raise RegistrationError(f"POST {url} ({body.get('alias')}) answered HTTP {response.status_code}: "
-                                f"{response.text[:500]}")
+        raise RegistrationError(
+            f"POST {url} ({body.get('alias')}) answered HTTP {response.status_code}: {response.text[:500]}"
+        )
     try:
         record = response.json()
     except ValueError:
@@ -276,8 +277,13 @@ async def register_agent(client: httpx.AsyncClient, backend_url: str, body: dict
     return agent_id
 
 
-async def _ensure(client: httpx.AsyncClient, backend_url: str, existing: list[dict[str, Any]], spec: AgentSpec,
-                  log: Callable[[str], None]) -> tuple[str, bool]:
+async def _ensure(
+    client: httpx.AsyncClient,
+    backend_url: str,
+    existing: list[dict[str, Any]],
+    spec: AgentSpec,
+    log: Callable[[str], None],
+) -> tuple[str, bool]:
     """The id of ``spec``'s registration: the oldest matching one, or a new one."""
     matches = sorted((r for r in existing if spec.matches(r)), key=lambda r: str(r.get("created_at") or ""))
     for record in matches:
@@ -290,8 +296,12 @@ async def _ensure(client: httpx.AsyncClient, backend_url: str, existing: list[di
     return agent_id, True
 
 
-async def register_agents(options: RegisterOptions, *, log: Callable[[str], None] = logger.info,
-                          transport: httpx.AsyncBaseTransport | None = None) -> Registration:
+async def register_agents(
+    options: RegisterOptions,
+    *,
+    log: Callable[[str], None] = logger.info,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Registration:
     """Wait for everything to answer, then register (or find) the white and the green agent.
 
     Raises :class:`ConfigError` for bad options, :class:`RegistrationError` when something does not answer in time or the
@@ -318,21 +328,39 @@ async def register_agents(options: RegisterOptions, *, log: Callable[[str], None
 
 
 def register_command(
-    backend: Annotated[str, typer.Option("--backend", help="URL of the AgentBeats-compatible backend", show_default=False)],
+    backend: Annotated[
+        str, typer.Option("--backend", help="URL of the AgentBeats-compatible backend", show_default=False)
+    ],
     green: Annotated[str, typer.Option("--green", help="the green agent's URL (its --card-url)", show_default=False)],
     white: Annotated[str, typer.Option("--white", help="the white agent's URL (its --card-url)", show_default=False)],
-    green_launcher: Annotated[str, typer.Option(
-        "--green-launcher", help="the green agent's launcher URL (empty: none; the backend then cannot reset it)")] = "",
-    white_launcher: Annotated[str, typer.Option(
-        "--white-launcher", help="the white agent's launcher URL (empty: none, e.g. an agent you run yourself)")] = "",
-    green_alias: Annotated[str, typer.Option("--green-alias", help="the green agent's name on the backend")] = "arena-green",
-    white_alias: Annotated[str, typer.Option("--white-alias", help="the white agent's name on the backend")] = "arena-white",
-    participant_name: Annotated[str, typer.Option(
-        "--participant-name", help="the name of the green agent's opponent slot")] = DEFAULT_PARTICIPANT,
-    battle_timeout: Annotated[float, typer.Option(
-        "--battle-timeout", help="seconds a battle may run before the backend calls it a draw")] = 3600.0,
-    wait: Annotated[float, typer.Option(
-        "--wait", help="seconds to wait for the backend, the agent cards and the launchers to answer")] = 180.0,
+    green_launcher: Annotated[
+        str,
+        typer.Option(
+            "--green-launcher", help="the green agent's launcher URL (empty: none; the backend then cannot reset it)"
+        ),
+    ] = "",
+    white_launcher: Annotated[
+        str,
+        typer.Option(
+            "--white-launcher", help="the white agent's launcher URL (empty: none, e.g. an agent you run yourself)"
+        ),
+    ] = "",
+    green_alias: Annotated[
+        str, typer.Option("--green-alias", help="the green agent's name on the backend")
+    ] = "arena-green",
+    white_alias: Annotated[
+        str, typer.Option("--white-alias", help="the white agent's name on the backend")
+    ] = "arena-white",
+    participant_name: Annotated[
+        str, typer.Option("--participant-name", help="the name of the green agent's opponent slot")
+    ] = DEFAULT_PARTICIPANT,
+    battle_timeout: Annotated[
+        float, typer.Option("--battle-timeout", help="seconds a battle may run before the backend calls it a draw")
+    ] = 3600.0,
+    wait: Annotated[
+        float,
+        typer.Option("--wait", help="seconds to wait for the backend, the agent cards and the launchers to answer"),
+    ] = 180.0,
     log_level: Annotated[str, typer.Option("--log-level", help="log level (messages go to stderr)")] = "info",
 ) -> None:
     """Register a green agent and its white opponent with a backend, idempotently; print both ids as JSON.

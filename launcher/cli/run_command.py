@@ -39,9 +39,9 @@ from rich.progress import (
 from rich.text import Text
 
 from green_agent.engine.config import ConfigError, remote_config_dict
-from launcher.cli.scenario import Scenario, WhiteAgentConfig, load_scenario
 from green_agent.service.operator_auth import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
+from launcher.cli.scenario import Scenario, WhiteAgentConfig, load_scenario
 from launcher.ports import free_ports, loopback_url
 from launcher.processes import ManagedProcess, ProcessError, ProcessGroup, wait_until_ready
 
@@ -147,15 +147,29 @@ def prepare_run(options: RunOptions) -> PreparedRun:
     battle_id = options.battle_id or generate_battle_id(scenario.name)
     run_dir = options.runs_dir / battle_id
     backend_url = options.backend_url or scenario.backend.url
-    return PreparedRun(scenario, battle_id, run_dir, run_dir / "logs", backend_url,
-                       operator_token=secrets.token_urlsafe(32))
+    return PreparedRun(
+        scenario, battle_id, run_dir, run_dir / "logs", backend_url, operator_token=secrets.token_urlsafe(32)
+    )
 
 
 def white_agent_argv(white: WhiteAgentConfig, port: int, *, python: str, module: str = "white_agent") -> list[str]:
     """The reference white agent's command line (keys stay in the environment: only the variable's name is passed)."""
     url = loopback_url(port)
-    argv = [python, "-m", module, "--kind", white.kind, "--host", "127.0.0.1", "--port", str(port), "--card-url", url,
-            "--seed", str(white.seed)]
+    argv = [
+        python,
+        "-m",
+        module,
+        "--kind",
+        white.kind,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--card-url",
+        url,
+        "--seed",
+        str(white.seed),
+    ]
     for name, rate in white.fault_rates.items():
         argv += ["--fault-rate", f"{name}={rate}"]
     if white.kind == "llm":
@@ -165,19 +179,48 @@ def white_agent_argv(white: WhiteAgentConfig, port: int, *, python: str, module:
     return argv
 
 
-def green_agent_argv(port: int, runs_dir: Path, *, python: str, module: str = "green_agent",
-                     scenario: Path | None = None) -> list[str]:
+def green_agent_argv(
+    port: int, runs_dir: Path, *, python: str, module: str = "green_agent", scenario: Path | None = None
+) -> list[str]:
     """The green agent's command line; ``scenario`` makes its [pass_k_config] the default of AgentBeats battles."""
-    argv = [python, "-m", module, "--host", "127.0.0.1", "--port", str(port), "--card-url", loopback_url(port),
-            "--runs-dir", str(runs_dir), "--log-level", "warning"]
+    argv = [
+        python,
+        "-m",
+        module,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--card-url",
+        loopback_url(port),
+        "--runs-dir",
+        str(runs_dir),
+        "--log-level",
+        "warning",
+    ]
     return argv + (["--scenario", str(scenario)] if scenario is not None else [])
 
 
-def launcher_argv(agent_argv: Sequence[str], *, port: int, agent_url: str, name: str, log_dir: Path,
-                  python: str) -> list[str]:
+def launcher_argv(
+    agent_argv: Sequence[str], *, port: int, agent_url: str, name: str, log_dir: Path, python: str
+) -> list[str]:
     """An ``arena launcher`` wrapping ``agent_argv`` (run through ``python -m launcher``: no install needed)."""
-    return [python, "-m", "launcher", "launcher", "--port", str(port), "--agent-url", agent_url, "--name", name,
-            "--log-dir", str(log_dir), "--", *agent_argv]
+    return [
+        python,
+        "-m",
+        "launcher",
+        "launcher",
+        "--port",
+        str(port),
+        "--agent-url",
+        agent_url,
+        "--name",
+        name,
+        "--log-dir",
+        str(log_dir),
+        "--",
+        *agent_argv,
+    ]
 
 
 class BattleDisplay:
@@ -242,8 +285,9 @@ class BattleDisplay:
             total = event.get("total")
             if isinstance(total, int):
                 self.total = total
-            self._update(completed=done if isinstance(done, int) else self.ok + self.failed + self.infra,
-                         total=self.total)
+            self._update(
+                completed=done if isinstance(done, int) else self.ok + self.failed + self.infra, total=self.total
+            )
         if text:
             self.line(text)
 
@@ -276,8 +320,9 @@ async def start_agent(
         return url, proc
     launcher_url = loopback_url(launcher_port)
     display.status(f"starting the {name} launcher")
-    argv = launcher_argv(agent_argv, port=launcher_port, agent_url=url, name=name, log_dir=log_dir,
-                         python=options.python)
+    argv = launcher_argv(
+        agent_argv, port=launcher_port, agent_url=url, name=name, log_dir=log_dir, python=options.python
+    )
     proc = group.start(f"{name}_launcher", argv, env=env)
     await wait_until_ready(proc, launcher_url + "/health", timeout_s=options.startup_timeout_s)
     display.status(f"waiting for the {name} behind {launcher_url}")
@@ -311,7 +356,9 @@ async def _wait_behind_launcher(proc: ManagedProcess, name: str, launcher_url: s
             if health.get("last_error"):
                 raise ProcessError(f"the {name} behind the launcher at {launcher_url} failed: {health['last_error']}")
             if loop.time() > deadline:
-                raise ProcessError(f"the {name} behind the launcher at {launcher_url} was not ready within {timeout_s:g} s")
+                raise ProcessError(
+                    f"the {name} behind the launcher at {launcher_url} was not ready within {timeout_s:g} s"
+                )
             await asyncio.sleep(0.1)
 
 
@@ -390,17 +437,39 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
                     white_url = str(scenario.white_agent.url)
                     white_proc = None
                 else:
-                    white_argv = white_agent_argv(scenario.white_agent, white_port, python=options.python,
-                                                  module=options.white_module)
-                    white_url, white_proc = await start_agent(group, display, "white_agent", white_argv, white_port,
-                                                              white_launcher_port, options, prepared.log_dir)
+                    white_argv = white_agent_argv(
+                        scenario.white_agent, white_port, python=options.python, module=options.white_module
+                    )
+                    white_url, white_proc = await start_agent(
+                        group,
+                        display,
+                        "white_agent",
+                        white_argv,
+                        white_port,
+                        white_launcher_port,
+                        options,
+                        prepared.log_dir,
+                    )
                 # The scenario file gives the green agent its operator-only settings (the user simulator's
                 # endpoint, model and key variable); the token travels in its environment, never on a command line.
-                green_argv = green_agent_argv(green_port, options.runs_dir, python=options.python,
-                                              module=options.green_module, scenario=options.scenario_path)
-                green_url, green_proc = await start_agent(group, display, "green_agent", green_argv, green_port,
-                                                          green_launcher_port, options, prepared.log_dir,
-                                                          env=agent_environment(prepared.operator_token))
+                green_argv = green_agent_argv(
+                    green_port,
+                    options.runs_dir,
+                    python=options.python,
+                    module=options.green_module,
+                    scenario=options.scenario_path,
+                )
+                green_url, green_proc = await start_agent(
+                    group,
+                    display,
+                    "green_agent",
+                    green_argv,
+                    green_port,
+                    green_launcher_port,
+                    options,
+                    prepared.log_dir,
+                    env=agent_environment(prepared.operator_token),
+                )
                 report.pids = [p.pid for p in group.processes]
                 display.status(f"battle {prepared.battle_id}")
                 outcome = await _assess(green_proc, green_url, white_url, prepared, display, options)

@@ -85,8 +85,9 @@ def green(green_manager: GreenManager) -> GreenAgent:
 
 
 @pytest.fixture
-def green_factory(adversarial_root: Path, operator_token: str, request: pytest.FixtureRequest
-                  ) -> Iterator[Callable[..., GreenAgent]]:
+def green_factory(
+    adversarial_root: Path, operator_token: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., GreenAgent]]:
     """Start dedicated green agents: ``green_factory(extra_args=[...])``; all stopped (whole tree) after the test."""
     started: list[GreenAgent] = []
     name = request.node.name.replace("/", "_").replace("[", "_").replace("]", "")[:60]

@@ -117,8 +117,15 @@ def _tail(path: Path, limit: int = 4000) -> str:
 @functools.cache
 def green_help_text() -> str:
     """``python -m green_agent --help`` (cached): which flags this green agent accepts."""
-    done = subprocess.run([PYTHON, "-m", "green_agent", "--help"], capture_output=True, text=True, timeout=120,
-                          cwd=green_source_dir(), env=_child_env({}), check=False)
+    done = subprocess.run(
+        [PYTHON, "-m", "green_agent", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=green_source_dir(),
+        env=_child_env({}),
+        check=False,
+    )
     return done.stdout + done.stderr
 
 
@@ -153,8 +160,15 @@ class ManagedProcess:
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      env=env, cwd=cwd, start_new_session=True)
+        self.popen = subprocess.Popen(
+            argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
         self.pid = self.popen.pid
         self.process = psutil.Process(self.pid)
         self._seen: dict[int, psutil.Process] = {}
@@ -210,8 +224,10 @@ def _wait_ready(proc: ManagedProcess, url: str, *, timeout_s: float, ready: Call
     with httpx.Client(timeout=2.0, trust_env=False) as http:
         while True:
             if not proc.running():
-                raise RuntimeError(f"{proc.name} exited with code {proc.popen.returncode} before it was ready "
-                                   f"({' '.join(proc.argv)}):\n{proc.log_tail()}")
+                raise RuntimeError(
+                    f"{proc.name} exited with code {proc.popen.returncode} before it was ready "
+                    f"({' '.join(proc.argv)}):\n{proc.log_tail()}"
+                )
             with contextlib.suppress(httpx.HTTPError):
                 response = http.get(url)
                 if ready(response):
@@ -235,15 +251,34 @@ class GreenAgent(ManagedProcess):
 
     name = "green agent"
 
-    def __init__(self, *, port: int, runs_dir: Path, token: str, log_path: Path, extra_args: Iterable[str] = (),
-                 token_via_flag: bool | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        port: int,
+        runs_dir: Path,
+        token: str,
+        log_path: Path,
+        extra_args: Iterable[str] = (),
+        token_via_flag: bool | None = None,
+    ) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.runs_dir = runs_dir
         self.token = token
         self.token_via_flag = green_accepts_token_flag() if token_via_flag is None else token_via_flag
-        argv = [PYTHON, "-m", "green_agent", "--host", "127.0.0.1", "--port", str(port), "--runs-dir", str(runs_dir),
-                "--log-level", "warning"]
+        argv = [
+            PYTHON,
+            "-m",
+            "green_agent",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--runs-dir",
+            str(runs_dir),
+            "--log-level",
+            "warning",
+        ]
         env_extra: dict[str, str] = {}
         if self.token_via_flag:
             argv += ["--operator-token", token]
@@ -253,15 +288,28 @@ class GreenAgent(ManagedProcess):
         super().__init__(argv, log_path=log_path, env=_child_env(env_extra), cwd=green_source_dir())
 
     @classmethod
-    def start(cls, *, runs_dir: Path, token: str, log_dir: Path, extra_args: Iterable[str] = (),
-              startup_timeout_s: float = 180.0, attempts: int = 3) -> GreenAgent:
+    def start(
+        cls,
+        *,
+        runs_dir: Path,
+        token: str,
+        log_dir: Path,
+        extra_args: Iterable[str] = (),
+        startup_timeout_s: float = 180.0,
+        attempts: int = 3,
+    ) -> GreenAgent:
         """Start one and wait for /health; retries on another port when the chosen one was taken meanwhile."""
         runs_dir.mkdir(parents=True, exist_ok=True)
         last: Exception | None = None
         for attempt in range(attempts):
             port = free_port()
-            green = cls(port=port, runs_dir=runs_dir, token=token, extra_args=extra_args,
-                        log_path=log_dir / f"green-{port}-{uuid.uuid4().hex[:6]}.log")
+            green = cls(
+                port=port,
+                runs_dir=runs_dir,
+                token=token,
+                extra_args=extra_args,
+                log_path=log_dir / f"green-{port}-{uuid.uuid4().hex[:6]}.log",
+            )
             try:
                 _wait_ready(green, green.url + "/health", timeout_s=startup_timeout_s, ready=_health_ok)
             except RuntimeError as error:
@@ -321,8 +369,19 @@ class ReferenceWhite(ManagedProcess):
     def __init__(self, *, kind: str, port: int, log_path: Path) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
-        argv = [PYTHON, "-m", "white_agent", "--kind", kind, "--host", "127.0.0.1", "--port", str(port),
-                "--log-level", "warning"]
+        argv = [
+            PYTHON,
+            "-m",
+            "white_agent",
+            "--kind",
+            kind,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
         super().__init__(argv, log_path=log_path, env=_child_env({}), cwd=REPO)
 
     @classmethod
@@ -330,8 +389,12 @@ class ReferenceWhite(ManagedProcess):
         port = free_port()
         white = cls(kind=kind, port=port, log_path=log_dir / f"white-{kind}-{port}.log")
         try:
-            _wait_ready(white, white.url + "/.well-known/agent-card.json", timeout_s=timeout_s,
-                        ready=lambda r: r.status_code == 200)
+            _wait_ready(
+                white,
+                white.url + "/.well-known/agent-card.json",
+                timeout_s=timeout_s,
+                ready=lambda r: r.status_code == 200,
+            )
         except RuntimeError:
             white.stop(grace_s=2)
             raise
@@ -409,8 +472,11 @@ def _parts_text(parts: Any) -> str:
 def _parts_data(parts: Any) -> list[Any]:
     if not isinstance(parts, list):
         return []
-    return [p.get("data") for p in parts
-            if isinstance(p, dict) and (p.get("kind") == "data" or ("data" in p and "text" not in p))]
+    return [
+        p.get("data")
+        for p in parts
+        if isinstance(p, dict) and (p.get("kind") == "data" or ("data" in p and "text" not in p))
+    ]
 
 
 def _state_of(status: Any) -> str:
@@ -426,7 +492,7 @@ async def run_battle(
     config: dict[str, Any],
     *,
     battle_id: str | None = None,
-    token: str | None | bool = True,
+    token: str | bool | None = True,
     timeout_s: float = 180.0,
     on_task_id: Callable[[str], None] | None = None,
     extra_fields: dict[str, Any] | None = None,
@@ -448,38 +514,44 @@ async def run_battle(
     if bearer:
         headers["Authorization"] = f"Bearer {bearer}"
     body_text = text if text is not None else assessment_text(white_url, config, battle_id, **(extra_fields or {}))
-    request = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "message/stream",
-               "params": {"message": user_message(body_text)}}
+    request = {
+        "jsonrpc": "2.0",
+        "id": uuid.uuid4().hex,
+        "method": "message/stream",
+        "params": {"message": user_message(body_text)},
+    }
     outcome = BattleOutcome(battle_id=battle_id or "", state="submitted", http_status=0)
     started = time.monotonic()
 
     async def follow() -> None:
         timeout = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=30.0)
-        async with (httpx.AsyncClient(timeout=timeout, trust_env=False) as http,
-                    http.stream("POST", green.url + "/", json=request, headers=headers) as response):
-                outcome.http_status = response.status_code
-                content_type = response.headers.get("content-type", "")
-                if response.status_code != 200:
-                    raw = (await response.aread()).decode("utf-8", "replace")
-                    outcome.state = f"http_{response.status_code}"
-                    outcome.error = raw[:2000]
-                    return
-                if "text/event-stream" not in content_type:
-                    raw = await response.aread()
-                    _apply_payload(outcome, _json_or_text(raw), on_task_id)
-                    return
-                data_lines: list[str] = []
-                async for line in response.aiter_lines():
-                    if line.startswith("data:"):
-                        data_lines.append(line[5:].lstrip())
-                        continue
-                    if line.strip() == "" and data_lines:
-                        payload = _json_or_text("\n".join(data_lines).encode())
-                        data_lines = []
-                        if _apply_payload(outcome, payload, on_task_id):
-                            return
-                if data_lines:
-                    _apply_payload(outcome, _json_or_text("\n".join(data_lines).encode()), on_task_id)
+        async with (
+            httpx.AsyncClient(timeout=timeout, trust_env=False) as http,
+            http.stream("POST", green.url + "/", json=request, headers=headers) as response,
+        ):
+            outcome.http_status = response.status_code
+            content_type = response.headers.get("content-type", "")
+            if response.status_code != 200:
+                raw = (await response.aread()).decode("utf-8", "replace")
+                outcome.state = f"http_{response.status_code}"
+                outcome.error = raw[:2000]
+                return
+            if "text/event-stream" not in content_type:
+                raw = await response.aread()
+                _apply_payload(outcome, _json_or_text(raw), on_task_id)
+                return
+            data_lines: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    data_lines.append(line[5:].lstrip())
+                    continue
+                if line.strip() == "" and data_lines:
+                    payload = _json_or_text("\n".join(data_lines).encode())
+                    data_lines = []
+                    if _apply_payload(outcome, payload, on_task_id):
+                        return
+            if data_lines:
+                _apply_payload(outcome, _json_or_text("\n".join(data_lines).encode()), on_task_id)
 
     async def watchdog() -> None:
         silent_since: float | None = None
@@ -487,8 +559,10 @@ async def run_battle(
             while True:
                 await asyncio.sleep(0.5)
                 if not green.running():
-                    raise AssertionError(f"the green agent died during the battle (exit code "
-                                         f"{green.popen.returncode}):\n{green.log_tail()}")
+                    raise AssertionError(
+                        f"the green agent died during the battle (exit code "
+                        f"{green.popen.returncode}):\n{green.log_tail()}"
+                    )
                 try:
                     ok = (await http.get(green.url + "/health")).status_code == 200
                 except httpx.HTTPError:
@@ -501,7 +575,8 @@ async def run_battle(
                 elif now - silent_since > unresponsive_s:
                     raise AssertionError(
                         f"the green agent stopped answering GET /health for {unresponsive_s:g} s during the battle "
-                        f"(its event loop is blocked); state so far: {outcome.describe()}")
+                        f"(its event loop is blocked); state so far: {outcome.describe()}"
+                    )
 
     follower = asyncio.create_task(follow())
     guard = asyncio.create_task(watchdog()) if watch_health else None
@@ -511,13 +586,17 @@ async def run_battle(
         if guard is not None and guard in done:
             guard.result()  # raises the watchdog's AssertionError
         if follower not in done:
-            raise AssertionError(f"the assessment did not end within {timeout_s:g} s ({outcome.describe()}; "
-                                 f"{len(outcome.events)} events)\ngreen agent log:\n{green.log_tail(2000)}")
+            raise AssertionError(
+                f"the assessment did not end within {timeout_s:g} s ({outcome.describe()}; "
+                f"{len(outcome.events)} events)\ngreen agent log:\n{green.log_tail(2000)}"
+            )
         try:
             follower.result()
         except httpx.HTTPError as error:
-            raise AssertionError(f"the connection to the green agent broke: {type(error).__name__}: {error} "
-                                 f"({outcome.describe()})\ngreen agent log:\n{green.log_tail(2000)}") from error
+            raise AssertionError(
+                f"the connection to the green agent broke: {type(error).__name__}: {error} "
+                f"({outcome.describe()})\ngreen agent log:\n{green.log_tail(2000)}"
+            ) from error
     finally:
         for task in (follower, guard):
             if task is not None and not task.done():
@@ -527,8 +606,11 @@ async def run_battle(
     outcome.elapsed_s = time.monotonic() - started
     if not outcome.battle_id:
         started_events = [e for e in outcome.events if e.get("type") == "battle_started"]
-        outcome.battle_id = str((outcome.result or {}).get("battle_id") or
-                                (started_events[0].get("battle_id") if started_events else "") or "")
+        outcome.battle_id = str(
+            (outcome.result or {}).get("battle_id")
+            or (started_events[0].get("battle_id") if started_events else "")
+            or ""
+        )
     if outcome.battle_id:
         with contextlib.suppress(ValueError, OSError):  # e.g. ENAMETOOLONG for an overlong id
             summary_path = _safe_child(green.runs_dir, outcome.battle_id) / "summary.json"
@@ -590,7 +672,8 @@ def _apply_payload(outcome: BattleOutcome, payload: Any, on_task_id: Callable[[s
             if on_task_id is not None:
                 on_task_id(task_id)
         return _apply_status(outcome, result.get("status"), snapshot=False) or bool(
-            result.get("final") and outcome.state in TERMINAL_STATES | INTERRUPTED_STATES)
+            result.get("final") and outcome.state in TERMINAL_STATES | INTERRUPTED_STATES
+        )
     if kind == "artifact-update":
         _apply_artifact(outcome, result.get("artifact"))
         return False
@@ -624,8 +707,15 @@ def _apply_artifact(outcome: BattleOutcome, artifact: Any) -> None:
             outcome.result = data
 
 
-async def jsonrpc(green: GreenAgent, method: str, params: dict[str, Any], *, token: str | None | bool = None,
-                  version: str | None = None, timeout_s: float = 10.0) -> tuple[int, Any]:
+async def jsonrpc(
+    green: GreenAgent,
+    method: str,
+    params: dict[str, Any],
+    *,
+    token: str | bool | None = None,
+    version: str | None = None,
+    timeout_s: float = 10.0,
+) -> tuple[int, Any]:
     """One raw JSON-RPC call to the green agent's A2A endpoint; (HTTP status, parsed body or text)."""
     headers: dict[str, str] = {}
     bearer = green.token if token is True else (token or None)
@@ -634,8 +724,11 @@ async def jsonrpc(green: GreenAgent, method: str, params: dict[str, Any], *, tok
     if version:
         headers["A2A-Version"] = version
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), trust_env=False) as http:
-        response = await http.post(green.url + "/", headers=headers,
-                                   json={"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params})
+        response = await http.post(
+            green.url + "/",
+            headers=headers,
+            json={"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params},
+        )
     return response.status_code, _json_or_text(response.content)
 
 
@@ -659,7 +752,7 @@ class McpSession:
     PROTOCOL = "2025-06-18"
     ACCEPT = "application/json, text/event-stream"
 
-    def __init__(self, green: GreenAgent, *, token: str | None | bool = True, timeout_s: float = 15.0) -> None:
+    def __init__(self, green: GreenAgent, *, token: str | bool | None = True, timeout_s: float = 15.0) -> None:
         self.url = green.url + "/mcp/"
         bearer = green.token if token is True else (token or None)
         self.headers = {"Accept": self.ACCEPT, "MCP-Protocol-Version": self.PROTOCOL}
@@ -675,8 +768,7 @@ class McpSession:
     async def __aexit__(self, *exc: object) -> None:
         await self.http.aclose()
 
-    async def post(self, method: str, params: dict[str, Any] | None = None, *, notify: bool = False
-                   ) -> tuple[int, Any]:
+    async def post(self, method: str, params: dict[str, Any] | None = None, *, notify: bool = False) -> tuple[int, Any]:
         self._ids += 1
         body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
@@ -691,15 +783,22 @@ class McpSession:
             self.session_id = response.headers["mcp-session-id"]
         text = response.text
         if "text/event-stream" in response.headers.get("content-type", ""):
-            payloads = [_json_or_text(line[5:].strip().encode()) for line in text.splitlines()
-                        if line.startswith("data:")]
+            payloads = [
+                _json_or_text(line[5:].strip().encode()) for line in text.splitlines() if line.startswith("data:")
+            ]
             answers = [p for p in payloads if isinstance(p, dict) and ("result" in p or "error" in p)]
             return response.status_code, answers[-1] if answers else (payloads[-1] if payloads else text)
         return response.status_code, _json_or_text(response.content)
 
     async def initialize(self) -> tuple[int, Any]:
-        status, body = await self.post("initialize", {"protocolVersion": self.PROTOCOL, "capabilities": {},
-                                                      "clientInfo": {"name": "adversarial-tests", "version": "1"}})
+        status, body = await self.post(
+            "initialize",
+            {
+                "protocolVersion": self.PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "adversarial-tests", "version": "1"},
+            },
+        )
         if status == 200:
             await self.post("notifications/initialized", notify=True)
         return status, body
@@ -779,8 +878,10 @@ class HealthPoller:
         values = self.latencies_ms
         if not values:
             return "no /health samples"
-        return (f"/health: {len(values)} samples, p50 {percentile(values, 50):.1f} ms, p99 {self.p99:.1f} ms, "
-                f"max {max(values):.1f} ms, failures {self.failures}")
+        return (
+            f"/health: {len(values)} samples, p50 {percentile(values, 50):.1f} ms, p99 {self.p99:.1f} ms, "
+            f"max {max(values):.1f} ms, failures {self.failures}"
+        )
 
 
 class RssSampler:
@@ -836,7 +937,8 @@ def assert_completed(outcome: BattleOutcome, green: GreenAgent, *, attempts: int
     """The battle completed: the task ended "completed", a result came back, summary.json exists with status
     completed, and (optionally) it holds ``attempts`` attempts. Returns the attempts."""
     assert outcome.state == "completed", (
-        f"the battle did not complete: {outcome.describe()}\ngreen agent log:\n{green.log_tail(3000)}")
+        f"the battle did not complete: {outcome.describe()}\ngreen agent log:\n{green.log_tail(3000)}"
+    )
     assert outcome.result is not None, f"no Result artifact with a BattleResult: {outcome.describe()}"
     assert outcome.summary is not None, f"no {green.runs_dir}/{outcome.battle_id}/summary.json"
     assert outcome.summary.get("status", "completed") == "completed", outcome.summary.get("status")
@@ -847,10 +949,13 @@ def assert_completed(outcome: BattleOutcome, green: GreenAgent, *, attempts: int
 
 
 def assert_no_infrastructure_errors(attempts: list[dict[str, Any]]) -> None:
-    bad = [(a.get("task_key") or a.get("task_index"), a.get("attempt"), a.get("failure")) for a in attempts
-           if a.get("outcome") == "infra_error" or
-           (a.get("failure") or {}).get("category") in INFRA_CATEGORIES or
-           (a.get("failure") or {}).get("fault_author") in INFRA_AUTHORS]
+    bad = [
+        (a.get("task_key") or a.get("task_index"), a.get("attempt"), a.get("failure"))
+        for a in attempts
+        if a.get("outcome") == "infra_error"
+        or (a.get("failure") or {}).get("category") in INFRA_CATEGORIES
+        or (a.get("failure") or {}).get("fault_author") in INFRA_AUTHORS
+    ]
     assert not bad, f"attempts blamed on the infrastructure (must be the agent's failures): {bad}"
 
 
@@ -895,8 +1000,9 @@ def check_trajectory_file(path: Path) -> list[Any]:
     return lines
 
 
-REPLY_LIMIT = re.compile(r"max_reply_bytes|1[,_ .]?048[,_ .]?576|\b1(\.0+)?\s*MiB\b|\b1024\s*KiB\b|\b1(\.0+)?\s*MB\b",
-                         re.IGNORECASE)
+REPLY_LIMIT = re.compile(
+    r"max_reply_bytes|1[,_ .]?048[,_ .]?576|\b1(\.0+)?\s*MiB\b|\b1024\s*KiB\b|\b1(\.0+)?\s*MB\b", re.IGNORECASE
+)
 """A failure detail "mentions the reply limit": the field name, 1048576 (any grouping), 1 MiB, 1024 KiB or 1 MB."""
 TOOL_LIMIT = re.compile(r"tool_timeout_s|\b5(\.0+)?\s*(s|sec|secs|seconds)\b", re.IGNORECASE)
 """A failure detail "names the tool time limit": the field name or 5 s (the default), next to the word "tool"."""

@@ -205,8 +205,18 @@ class HostileAgent:
                 if method == "message/send":
                     self.contexts[context_id] = self.contexts.get(context_id, 0) + 1
                     turn = self.contexts[context_id]
-        return Turn(method=method, request_id=request_id, params=params, context_id=context_id,
-                    text="\n".join(texts), data=data, metadata=metadata, turn=turn, context_index=index, agent=self)
+        return Turn(
+            method=method,
+            request_id=request_id,
+            params=params,
+            context_id=context_id,
+            text="\n".join(texts),
+            data=data,
+            metadata=metadata,
+            turn=turn,
+            context_index=index,
+            agent=self,
+        )
 
     async def handle(self, request: Request) -> Response:
         raw = await request.body()
@@ -236,18 +246,29 @@ class HostileAgent:
             else:
                 produced = behaviour(turn)
                 reply = await produced if inspect.isawaitable(produced) else produced
-        except Exception:  # noqa: BLE001 - a behaviour bug is recorded (tests assert there are none) and answered
+        except Exception:
             self.errors.append(traceback.format_exc())
-            reply = Reply(b"hostile agent behaviour raised", status=500, media_type="text/plain", note="behaviour error")
+            reply = Reply(
+                b"hostile agent behaviour raised", status=500, media_type="text/plain", note="behaviour error"
+            )
         self._remember_task(reply)
         size = len(reply.body) if isinstance(reply.body, bytes) else None
         with self._lock:
             if generation != self.generation:  # answered for a behaviour that has since been replaced
                 return self._response(reply)
-            self.records.append(TurnRecord(at=time.time(), method=method, context_id=turn.context_id,
-                                           context_index=turn.context_index, turn=turn.turn,
-                                           text_head=turn.text[:300], text_length=len(turn.text), note=reply.note,
-                                           reply_bytes=size))
+            self.records.append(
+                TurnRecord(
+                    at=time.time(),
+                    method=method,
+                    context_id=turn.context_id,
+                    context_index=turn.context_index,
+                    turn=turn.turn,
+                    text_head=turn.text[:300],
+                    text_length=len(turn.text),
+                    note=reply.note,
+                    reply_bytes=size,
+                )
+            )
         return self._response(reply)
 
     def _remember_task(self, reply: Reply) -> None:
@@ -275,8 +296,9 @@ class HostileAgent:
             finally:
                 self.streams_ended += 1
 
-        return StreamingResponse(counted(), status_code=reply.status, media_type=reply.media_type,
-                                 headers=reply.headers)
+        return StreamingResponse(
+            counted(), status_code=reply.status, media_type=reply.media_type, headers=reply.headers
+        )
 
     def card(self, url: str) -> dict[str, Any]:
         return {
@@ -298,11 +320,13 @@ class HostileAgent:
         async def get_card(request: Request) -> Response:
             return JSONResponse(card)
 
-        return Starlette(routes=[
-            Route("/.well-known/agent-card.json", get_card, methods=["GET"]),
-            Route("/.well-known/agent.json", get_card, methods=["GET"]),
-            Route("/", self.handle, methods=["POST"]),
-        ])
+        return Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", get_card, methods=["GET"]),
+                Route("/.well-known/agent.json", get_card, methods=["GET"]),
+                Route("/", self.handle, methods=["POST"]),
+            ]
+        )
 
 
 async def _stored_task(turn: Turn) -> Reply:
@@ -338,15 +362,22 @@ def serve_hostile(agent: HostileAgent, *, startup_timeout_s: float = 30.0) -> It
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     agent.url = url
     agent.stopping.clear()
-    config = uvicorn.Config(agent.app(url), log_level="critical", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=2, log_config=None, timeout_keep_alive=30)
+    config = uvicorn.Config(
+        agent.app(url),
+        log_level="critical",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+        log_config=None,
+        timeout_keep_alive=30,
+    )
     server = _ThreadServer(config)
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
             asyncio.run(server.serve(sockets=[sock]))
-        except BaseException as error:  # noqa: BLE001 - reported to the test below
+        except BaseException as error:
             failure.append(error)
 
     thread = threading.Thread(target=run, name=f"hostile-agent-{url}", daemon=True)
@@ -396,8 +427,10 @@ def rpc_result(turn: Turn, result: Any, *, note: str = "") -> Reply:
 
 
 def rpc_error(turn: Turn, code: int, message: str) -> Reply:
-    return Reply(_dumps({"jsonrpc": "2.0", "id": turn.request_id, "error": {"code": code, "message": message}}),
-                 note=f"jsonrpc error {code}")
+    return Reply(
+        _dumps({"jsonrpc": "2.0", "id": turn.request_id, "error": {"code": code, "message": message}}),
+        note=f"jsonrpc error {code}",
+    )
 
 
 def message_reply(turn: Turn, text: str | None, data: list[Any] | None = None, *, note: str = "") -> Reply:
@@ -416,14 +449,19 @@ def respond_reply(turn: Turn, content: str, *, note: str = "") -> Reply:
     return action_reply(turn, "respond", {"content": content}, note=note or "respond")
 
 
-def task_result(turn: Turn, state: Any, text: str | None = None, *, task_id: str | None = None,
-                artifact_text: str | None = None) -> dict[str, Any]:
+def task_result(
+    turn: Turn, state: Any, text: str | None = None, *, task_id: str | None = None, artifact_text: str | None = None
+) -> dict[str, Any]:
     """An A2A 0.3 Task in ``state`` (any value, also invalid ones), optionally with a status message."""
     status: dict[str, Any] = {"state": state}
     if text is not None:
         status["message"] = message_result(turn, text)
-    task: dict[str, Any] = {"kind": "task", "id": task_id or uuid.uuid4().hex, "contextId": turn.context_id or "c",
-                            "status": status}
+    task: dict[str, Any] = {
+        "kind": "task",
+        "id": task_id or uuid.uuid4().hex,
+        "contextId": turn.context_id or "c",
+        "status": status,
+    }
     if artifact_text is not None:
         task["artifacts"] = [{"artifactId": uuid.uuid4().hex, "parts": [{"kind": "text", "text": artifact_text}]}]
     return task
@@ -518,7 +556,8 @@ def endless_stream(chunk_size: int = 64 * KiB, max_seconds: float = 300.0) -> Be
 
     def behaviour(turn: Turn) -> Reply:
         head = _dumps({"jsonrpc": "2.0", "id": turn.request_id})[:-1] + (
-            b',"result":{"kind":"message","messageId":"endless","role":"agent","parts":[{"kind":"text","text":"')
+            b',"result":{"kind":"message","messageId":"endless","role":"agent","parts":[{"kind":"text","text":"'
+        )
 
         async def chunks() -> AsyncIterator[bytes]:
             yield head
@@ -536,14 +575,17 @@ def surrogate_in_respond() -> Behaviour:
     action JSON). Later turns: a malformed reply (so the attempt ends as format_error at step 2 if it went on)."""
 
     def first(turn: Turn) -> Reply:
-        text = action_text("respond", {"content": f"SURROGATE-MARKER {INNER_SURROGATE} what title should the task have?"})
+        text = action_text(
+            "respond", {"content": f"SURROGATE-MARKER {INNER_SURROGATE} what title should the task have?"}
+        )
         return with_surrogates(message_reply(turn, text, note="respond with escaped lone surrogate"))
 
     return by_turn(first, malformed())
 
 
-def surrogate_in_tool_argument(tool: str = "create_task", arguments: Mapping[str, Any] | None = None,
-                               field_name: str = "title") -> Behaviour:
+def surrogate_in_tool_argument(
+    tool: str = "create_task", arguments: Mapping[str, Any] | None = None, field_name: str = "title"
+) -> Behaviour:
     """First turn: a tool call whose ``field_name`` argument holds a JSON-escaped lone surrogate; then malformed."""
     args = dict(arguments or {"user_id": "user_1"})
     args[field_name] = f"SURROGATE-MARKER {INNER_SURROGATE} meeting"
@@ -631,9 +673,15 @@ MCP_ACCEPT = "application/json, text/event-stream"
 MCP_PROTOCOL = "2025-06-18"
 
 
-async def probe_control_surface(green_url: str, *, battle_id: str | None, task_id: str | None,
-                                white_url: str | None, timeout_s: float = 10.0,
-                                sink: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+async def probe_control_surface(
+    green_url: str,
+    *,
+    battle_id: str | None,
+    task_id: str | None,
+    white_url: str | None,
+    timeout_s: float = 10.0,
+    sink: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Try to read and steer the green agent WITHOUT its operator token; return what each attempt got back.
 
     Each entry: ``{"probe", "status", "refused", "body"}``. ``refused`` uses :func:`_refused` (MCP probes: the
@@ -643,16 +691,24 @@ async def probe_control_surface(green_url: str, *, battle_id: str | None, task_i
 
     def note(probe: str, status: int, body: Any, refused: bool | None = None) -> None:
         shown = body if isinstance(body, str) else json.dumps(body)[:600]
-        results.append({"probe": probe, "status": status, "refused": _refused(status, body) if refused is None
-                        else refused, "body": shown})
+        results.append(
+            {
+                "probe": probe,
+                "status": status,
+                "refused": _refused(status, body) if refused is None else refused,
+                "body": shown,
+            }
+        )
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), trust_env=False) as http:
 
         async def rpc(probe: str, method: str, params: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             try:
-                response = await http.post(green_url + "/", json={"jsonrpc": "2.0", "id": uuid.uuid4().hex,
-                                                                 "method": method, "params": params},
-                                           headers=headers or {})
+                response = await http.post(
+                    green_url + "/",
+                    json={"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params},
+                    headers=headers or {},
+                )
             except httpx.HTTPError as error:
                 note(probe, -1, f"no answer: {type(error).__name__}: {error}", refused=False)
                 return
@@ -664,21 +720,42 @@ async def probe_control_surface(green_url: str, *, battle_id: str | None, task_i
             await rpc("a2a GetTask (1.0)", "GetTask", {"id": task_id}, {"A2A-Version": "1.0"})
             await rpc("a2a CancelTask (1.0)", "CancelTask", {"id": task_id}, {"A2A-Version": "1.0"})
         if white_url:
-            request = {"participants": {"white_agent": white_url},
-                       "config": {"domain": "mock", "split": "base", "task_id": 0, "k": 2}}
-            await rpc("a2a assessment request (message/send)", "message/send", {
-                "message": {"kind": "message", "role": "user", "messageId": uuid.uuid4().hex,
-                            "parts": [{"kind": "text", "text": json.dumps(request)}]},
-                "configuration": {"blocking": False, "acceptedOutputModes": ["text"]}})
+            request = {
+                "participants": {"white_agent": white_url},
+                "config": {"domain": "mock", "split": "base", "task_id": 0, "k": 2},
+            }
+            await rpc(
+                "a2a assessment request (message/send)",
+                "message/send",
+                {
+                    "message": {
+                        "kind": "message",
+                        "role": "user",
+                        "messageId": uuid.uuid4().hex,
+                        "parts": [{"kind": "text", "text": json.dumps(request)}],
+                    },
+                    "configuration": {"blocking": False, "acceptedOutputModes": ["text"]},
+                },
+            )
 
         # MCP control tools.
         mcp_url = green_url + "/mcp/"
         headers = {"Accept": MCP_ACCEPT, "MCP-Protocol-Version": MCP_PROTOCOL}
         try:
-            init = await http.post(mcp_url, headers=headers, json={
-                "jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
-                           "clientInfo": {"name": "hostile", "version": "1"}}})
+            init = await http.post(
+                mcp_url,
+                headers=headers,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": MCP_PROTOCOL,
+                        "capabilities": {},
+                        "clientInfo": {"name": "hostile", "version": "1"},
+                    },
+                },
+            )
             init_status, init_body = init.status_code, _body_of(init)
         except httpx.HTTPError as error:
             init, init_status, init_body = None, -1, f"{type(error).__name__}: {error}"
@@ -688,17 +765,20 @@ async def probe_control_surface(green_url: str, *, battle_id: str | None, task_i
             session = init.headers.get("mcp-session-id")
             call_headers = {**headers, **({"Mcp-Session-Id": session} if session else {})}
             with contextlib.suppress(httpx.HTTPError):
-                await http.post(mcp_url, headers=call_headers,
-                                json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+                await http.post(
+                    mcp_url, headers=call_headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+                )
             calls: list[tuple[str, str, dict[str, Any]]] = [("mcp tools/list", "tools/list", {})]
             if battle_id:
                 for tool in ("get_battle", "get_results", "cancel_battle"):
                     calls.append((f"mcp {tool}", "tools/call", {"name": tool, "arguments": {"battle_id": battle_id}}))
             for index, (probe, method, params) in enumerate(calls, start=2):
                 try:
-                    response = await http.post(mcp_url, headers=call_headers,
-                                               json={"jsonrpc": "2.0", "id": index, "method": method,
-                                                     "params": params})
+                    response = await http.post(
+                        mcp_url,
+                        headers=call_headers,
+                        json={"jsonrpc": "2.0", "id": index, "method": method, "params": params},
+                    )
                 except httpx.HTTPError as error:
                     note(probe, -1, f"no answer: {type(error).__name__}: {error}", refused=False)
                     continue
@@ -736,8 +816,13 @@ def control_probe(green_url: str, *, wait_for_task_id_s: float = 5.0) -> Behavio
                 await asyncio.sleep(0.05)
             battle_id = agent.shared.get("battle_id") or turn.battle_id
             try:
-                await probe_control_surface(green_url, battle_id=battle_id, task_id=agent.shared.get("task_id"),
-                                            white_url=agent.url, sink=agent.probes)
+                await probe_control_surface(
+                    green_url,
+                    battle_id=battle_id,
+                    task_id=agent.shared.get("task_id"),
+                    white_url=agent.url,
+                    sink=agent.probes,
+                )
             finally:
                 agent.shared["probes_finished"] = True
         return message_reply(turn, MALFORMED_TEXT, note="malformed after probing")

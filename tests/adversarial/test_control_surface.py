@@ -56,18 +56,27 @@ async def _assert_never_contacted(hostile: HostileAgent, seconds: float = 1.5) -
 
 @pytest.mark.timeout(180)
 def test_green_agent_accepts_the_operator_token_flag() -> None:
-    assert green_accepts_token_flag(), ("python -m green_agent --help does not list --operator-token:\n"
-                                        + green_help_text()[-1500:])
+    assert green_accepts_token_flag(), (
+        "python -m green_agent --help does not list --operator-token:\n" + green_help_text()[-1500:]
+    )
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("token", ["none", "wrong"])
-async def test_assessment_request_without_the_operator_token_is_refused(green: GreenAgent, hostile: HostileAgent,
-                                                                       token: str) -> None:
+async def test_assessment_request_without_the_operator_token_is_refused(
+    green: GreenAgent, hostile: HostileAgent, token: str
+) -> None:
     battle_id = new_battle_id("noauth")
     before = _entries(green.runs_dir)
-    outcome = await run_battle(green, hostile.url, battle_config(), battle_id=battle_id,
-                               token=None if token == "none" else WRONG_TOKEN, timeout_s=60, watch_health=False)
+    outcome = await run_battle(
+        green,
+        hostile.url,
+        battle_config(),
+        battle_id=battle_id,
+        token=None if token == "none" else WRONG_TOKEN,
+        timeout_s=60,
+        watch_health=False,
+    )
     print(f"\n[no token: {token}] {outcome.describe()}")
     assert not outcome.battle_started, f"a battle started without the operator token: {outcome.describe()}"
     await _assert_never_contacted(hostile)
@@ -75,18 +84,29 @@ async def test_assessment_request_without_the_operator_token_is_refused(green: G
     assert outcome.refused, (
         "an assessment request without the operator token must be refused with a JSON-RPC error or a failed task "
         f"(HTTP 401/403 also counts); got {outcome.describe()}"
-        + (" -- a plain Message is not one of the specified refusal forms" if outcome.state == "message" else ""))
+        + (" -- a plain Message is not one of the specified refusal forms" if outcome.state == "message" else "")
+    )
 
 
 @pytest.mark.timeout(180)
 async def test_task_get_and_cancel_need_the_token_and_the_operators_cancel_stops_the_battle(
-        green: GreenAgent, hostile: HostileAgent) -> None:
+    green: GreenAgent, hostile: HostileAgent
+) -> None:
     hostile.set_behaviour(sleep_then(90.0))
     battle_id = new_battle_id("cancel")
     config = battle_config(turn_timeout_s=80.0, attempt_timeout_s=120.0)
     seen: dict[str, str] = {}
-    battle = asyncio.create_task(run_battle(green, hostile.url, config, battle_id=battle_id, timeout_s=150,
-                                            watch_health=False, on_task_id=lambda t: seen.setdefault("task", t)))
+    battle = asyncio.create_task(
+        run_battle(
+            green,
+            hostile.url,
+            config,
+            battle_id=battle_id,
+            timeout_s=150,
+            watch_health=False,
+            on_task_id=lambda t: seen.setdefault("task", t),
+        )
+    )
     try:
         deadline = time.monotonic() + 60
         while len(hostile.message_arrivals()) < 2 and time.monotonic() < deadline:
@@ -97,13 +117,21 @@ async def test_task_get_and_cancel_need_the_token_and_the_operators_cancel_stops
         task_id = seen["task"]
 
         refusals: dict[str, tuple[int, Any]] = {}
-        for name, method, version in (("tasks/get", "tasks/get", None), ("tasks/cancel", "tasks/cancel", None),
-                                      ("GetTask 1.0", "GetTask", "1.0"), ("CancelTask 1.0", "CancelTask", "1.0")):
+        for name, method, version in (
+            ("tasks/get", "tasks/get", None),
+            ("tasks/cancel", "tasks/cancel", None),
+            ("GetTask 1.0", "GetTask", "1.0"),
+            ("CancelTask 1.0", "CancelTask", "1.0"),
+        ):
             for label, token in (("no token", None), ("wrong token", WRONG_TOKEN)):
-                refusals[f"{name} ({label})"] = await jsonrpc(green, method, {"id": task_id}, token=token,
-                                                              version=version)
-        allowed = {name: (status, json.dumps(body)[:300]) for name, (status, body) in refusals.items()
-                   if not rpc_refused(status, body)}
+                refusals[f"{name} ({label})"] = await jsonrpc(
+                    green, method, {"id": task_id}, token=token, version=version
+                )
+        allowed = {
+            name: (status, json.dumps(body)[:300])
+            for name, (status, body) in refusals.items()
+            if not rpc_refused(status, body)
+        }
         print(f"\n[task ops without the token] {len(refusals) - len(allowed)}/{len(refusals)} refused")
         assert not allowed, f"task operations without the operator token must be refused: {allowed}"
         assert await _battle_state(green, battle_id) == "running", "the battle must still run"
@@ -146,8 +174,9 @@ async def test_mcp_run_and_evaluations_need_the_token(green: GreenAgent) -> None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with httpx.AsyncClient(timeout=httpx.Timeout(15.0), trust_env=False, headers=headers) as http:
             answers[f"GET /evaluations/ ({label})"] = (await http.get(green.url + "/evaluations/")).status_code
-            answers[f"GET /evaluations/config ({label})"] = (await http.get(green.url + "/evaluations/config")
-                                                             ).status_code
+            answers[f"GET /evaluations/config ({label})"] = (
+                await http.get(green.url + "/evaluations/config")
+            ).status_code
             answers[f"POST /run ({label})"] = (await http.post(green.url + "/run", json={})).status_code
             answers[f"POST /evaluations/run ({label})"] = (await http.post(green.url + "/evaluations/run")).status_code
     print(f"\n[control surface without the token] {answers}")
@@ -164,8 +193,7 @@ async def test_mcp_run_and_evaluations_need_the_token(green: GreenAgent) -> None
 
 
 @pytest.mark.timeout(180)
-async def test_agentbeats_battle_messages_stay_open_without_the_token(green: GreenAgent,
-                                                                     hostile: HostileAgent) -> None:
+async def test_agentbeats_battle_messages_stay_open_without_the_token(green: GreenAgent, hostile: HostileAgent) -> None:
     battle_id = new_battle_id("agentbeats")
     info = {"type": "battle_info", "battle_id": battle_id, "agent_name": "arena-green", "agent_id": "g"}
     status, body = await jsonrpc(green, "message/send", {"message": user_message(json.dumps(info))})
@@ -174,9 +202,12 @@ async def test_agentbeats_battle_messages_stay_open_without_the_token(green: Gre
     assert "battle_info" in json.dumps(body["result"]["parts"])
 
     hostile.set_behaviour(malformed())
-    start = {"type": "battle_start", "battle_id": battle_id,
-             "green_battle_context": {"task_config": json.dumps(battle_config())},
-             "opponent_infos": [{"name": "white_agent", "agent_url": hostile.url}]}
+    start = {
+        "type": "battle_start",
+        "battle_id": battle_id,
+        "green_battle_context": {"task_config": json.dumps(battle_config())},
+        "opponent_infos": [{"name": "white_agent", "agent_url": hostile.url}],
+    }
     status, body = await jsonrpc(green, "message/send", {"message": user_message(json.dumps(start))})
     print(f"[battle_start without the token] HTTP {status}: {json.dumps(body)[:300]}")
     assert not rpc_refused(status, body) and body["result"]["kind"] == "message", body
@@ -210,15 +241,18 @@ async def test_the_agent_under_test_cannot_cancel_or_read_its_battle(green: Gree
     def leak(task_id: str) -> None:
         hostile.shared["task_id"] = task_id
 
-    outcome = await run_battle(green, hostile.url, battle_config(turn_timeout_s=60.0), battle_id=battle_id,
-                               on_task_id=leak, timeout_s=180)
+    outcome = await run_battle(
+        green, hostile.url, battle_config(turn_timeout_s=60.0), battle_id=battle_id, on_task_id=leak, timeout_s=180
+    )
     deadline = time.monotonic() + 60
     while hostile.contacted and not hostile.shared.get("probes_finished") and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     print("\n[control probes by the agent under test]")
     for probe in hostile.probes:
-        print(f"  {'refused' if probe['refused'] else 'ALLOWED'}  {probe['probe']}: HTTP {probe['status']} "
-              f"{probe['body'][:160]}")
+        print(
+            f"  {'refused' if probe['refused'] else 'ALLOWED'}  {probe['probe']}: HTTP {probe['status']} "
+            f"{probe['body'][:160]}"
+        )
     assert hostile.probes, "the hostile agent never probed (its first turn did not arrive)"
     names = {p["probe"] for p in hostile.probes}
     assert {"a2a tasks/get (0.3)", "a2a tasks/cancel (0.3)", "mcp initialize", "POST /run"} <= names, names
@@ -226,10 +260,16 @@ async def test_the_agent_under_test_cannot_cancel_or_read_its_battle(green: Gree
     assert_no_infrastructure_errors(attempts)
     assert [failure_of(a)[:2] for a in attempts] == [("format_error", "white_agent")] * 2
     assert _entries(green.runs_dir) - before == {battle_id}, "no other battle may have started"
-    allowed = [f"{p['probe']} (HTTP {p['status']}: {p['body'][:120]})"
-               + (" -- a plain Message is not one of the specified refusal forms (JSON-RPC error, failed task, 401)"
-                  if '"kind": "message"' in p["body"] else "")
-               for p in hostile.probes if not p["refused"]]
+    allowed = [
+        f"{p['probe']} (HTTP {p['status']}: {p['body'][:120]})"
+        + (
+            " -- a plain Message is not one of the specified refusal forms (JSON-RPC error, failed task, 401)"
+            if '"kind": "message"' in p["body"]
+            else ""
+        )
+        for p in hostile.probes
+        if not p["refused"]
+    ]
     assert not allowed, "the agent under test reached the control surface:\n" + "\n".join(allowed)
 
 
@@ -237,15 +277,25 @@ async def test_the_agent_under_test_cannot_cancel_or_read_its_battle(green: Gree
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(("field", "config_extra"), [
-    ("base_url", {"user_simulator": {"kind": "scripted", "base_url": "http://127.0.0.1:9/v1"}}),
-    ("api_key_env", {"user_simulator": {"kind": "scripted", "api_key_env": "HOME"}}),
-    ("model", {"user_simulator": {"kind": "scripted", "model": "attacker-chosen-model"}}),
-    ("base_url", {"pass_k_config_nested": True,
-                  "user_simulator": {"kind": "llm", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "PATH"}}),
-], ids=["base_url", "api_key_env", "model", "nested_llm_base_url"])
+@pytest.mark.parametrize(
+    ("field", "config_extra"),
+    [
+        ("base_url", {"user_simulator": {"kind": "scripted", "base_url": "http://127.0.0.1:9/v1"}}),
+        ("api_key_env", {"user_simulator": {"kind": "scripted", "api_key_env": "HOME"}}),
+        ("model", {"user_simulator": {"kind": "scripted", "model": "attacker-chosen-model"}}),
+        (
+            "base_url",
+            {
+                "pass_k_config_nested": True,
+                "user_simulator": {"kind": "llm", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "PATH"},
+            },
+        ),
+    ],
+    ids=["base_url", "api_key_env", "model", "nested_llm_base_url"],
+)
 async def test_remote_config_cannot_set_operator_only_user_simulator_fields(
-        green: GreenAgent, hostile: HostileAgent, field: str, config_extra: dict[str, Any]) -> None:
+    green: GreenAgent, hostile: HostileAgent, field: str, config_extra: dict[str, Any]
+) -> None:
     extra = dict(config_extra)
     if extra.pop("pass_k_config_nested", False):
         config = {"pass_k_config": battle_config(), **extra}
@@ -269,8 +319,9 @@ def _tree(root: Path) -> set[str]:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind", ["dotdot", "absolute", "overlong", "slash"])
-async def test_battle_id_that_would_escape_or_abuse_the_runs_dir_is_refused(green: GreenAgent, hostile: HostileAgent,
-                                                                           kind: str, tmp_path: Path) -> None:
+async def test_battle_id_that_would_escape_or_abuse_the_runs_dir_is_refused(
+    green: GreenAgent, hostile: HostileAgent, kind: str, tmp_path: Path
+) -> None:
     marker = uuid.uuid4().hex[:10]
     outside_root = green.runs_dir.parent  # runs/ is <root>/shared-N/runs: "../x" lands in <root>/shared-N/x
     absolute_target = tmp_path / f"abs-{marker}"
@@ -281,8 +332,9 @@ async def test_battle_id_that_would_escape_or_abuse_the_runs_dir_is_refused(gree
         "slash": f"sub-{marker}/dir",
     }[kind]
     before_outside = _tree(outside_root)
-    outcome = await run_battle(green, hostile.url, battle_config(), battle_id=battle_id, timeout_s=60,
-                               watch_health=False)
+    outcome = await run_battle(
+        green, hostile.url, battle_config(), battle_id=battle_id, timeout_s=60, watch_health=False
+    )
     print(f"\n[battle_id {kind}] {outcome.describe()}")
     assert outcome.refused, f"battle_id {battle_id[:80]!r} must be refused: {outcome.describe()}"
     assert "battle_id" in (outcome.error or ""), f"the error must name battle_id: {outcome.error!r}"
@@ -301,8 +353,9 @@ async def test_reused_battle_id_is_refused(green: GreenAgent, hostile: HostileAg
     summary_path = green.run_dir(battle_id) / "summary.json"
     summary_before = summary_path.read_bytes()
     contexts_before = {t.context_id for t in hostile.message_arrivals()}
-    second = await run_battle(green, hostile.url, battle_config(), battle_id=battle_id, timeout_s=60,
-                              watch_health=False)
+    second = await run_battle(
+        green, hostile.url, battle_config(), battle_id=battle_id, timeout_s=60, watch_health=False
+    )
     print(f"\n[reused battle_id] {second.describe()}")
     assert second.refused, f"a reused battle_id must be refused: {second.describe()}"
     assert "battle_id" in (second.error or ""), second.error
@@ -318,8 +371,9 @@ async def test_battle_id_of_an_existing_run_directory_is_refused(green: GreenAge
     old = green.run_dir(battle_id)
     old.mkdir(parents=True)
     (old / "summary.json").write_text('{"from": "an earlier run"}', encoding="utf-8")
-    outcome = await run_battle(green, hostile.url, battle_config(), battle_id=battle_id, timeout_s=60,
-                               watch_health=False)
+    outcome = await run_battle(
+        green, hostile.url, battle_config(), battle_id=battle_id, timeout_s=60, watch_health=False
+    )
     print(f"\n[battle_id of an existing run dir] {outcome.describe()}")
     assert outcome.refused, f"an id whose run directory exists must be refused: {outcome.describe()}"
     await _assert_never_contacted(hostile)

@@ -78,8 +78,9 @@ async def test_sleep_past_the_turn_limit_is_the_agents_timeout(green: GreenAgent
 
 
 @pytest.mark.timeout(180)
-async def test_action_with_a_5000_digit_integer_is_the_agents_format_error(green: GreenAgent,
-                                                                           hostile: HostileAgent) -> None:
+async def test_action_with_a_5000_digit_integer_is_the_agents_format_error(
+    green: GreenAgent, hostile: HostileAgent
+) -> None:
     hostile.set_behaviour(huge_integer_action(5000))
     outcome = await run_battle(green, hostile.url, battle_config())
     attempts = assert_completed(outcome, green, attempts=2)
@@ -104,8 +105,9 @@ LOOP_STALL_BOUND_MS = 1000.0
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("kind", sorted(PATHOLOGICAL_UNITS))
-async def test_pathological_400kb_reply_is_parsed_quickly_off_the_loop(green: GreenAgent, hostile: HostileAgent,
-                                                                      kind: str) -> None:
+async def test_pathological_400kb_reply_is_parsed_quickly_off_the_loop(
+    green: GreenAgent, hostile: HostileAgent, kind: str
+) -> None:
     hostile.set_behaviour(pathological_reply(kind))
     async with HealthPoller(green, interval_s=0.02, timeout_s=2.0) as health:
         outcome = await run_battle(green, hostile.url, battle_config(), timeout_s=120, unresponsive_s=10)
@@ -133,8 +135,9 @@ async def test_10mb_reply_is_the_agents_format_error_naming_the_limit(green: Gre
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-async def test_endless_chunked_stream_keeps_the_green_agents_memory_bounded(green_factory: Any,
-                                                                           hostile: HostileAgent) -> None:
+async def test_endless_chunked_stream_keeps_the_green_agents_memory_bounded(
+    green_factory: Any, hostile: HostileAgent
+) -> None:
     """An endless fast chunked reply (64 KB chunks, no content-length) to both attempts at once: the green agent's
     main process RSS stays under baseline + 300 MB, and the attempts are the agent's format_error naming the limit."""
     green: GreenAgent = green_factory()
@@ -148,13 +151,17 @@ async def test_endless_chunked_stream_keeps_the_green_agents_memory_bounded(gree
             if not rss.killed:
                 raise
             outcome = None
-    print(f"\n[endless stream] main RSS baseline {baseline / MB:.0f} MB, peak {rss.peak_main / MB:.0f} MB "
-          f"(+{(rss.peak_main - baseline) / MB:.0f} MB, bound +{RSS_BOUND / MB:.0f} MB); tree baseline "
-          f"{baseline_tree / MB:.0f} MB, peak {rss.peak_tree / MB:.0f} MB; {len(rss.samples)} samples; "
-          f"the hostile agent pushed {hostile.stream_bytes / MB:.1f} MB in {hostile.streams_started} streams"
-          + ("; the green agent was KILLED by the safety valve" if rss.killed else ""))
-    assert not rss.killed, (f"the green agent's RSS passed baseline + {RSS_KILL / MB:.0f} MB while reading an "
-                            f"endless reply (it reads without a cap)")
+    print(
+        f"\n[endless stream] main RSS baseline {baseline / MB:.0f} MB, peak {rss.peak_main / MB:.0f} MB "
+        f"(+{(rss.peak_main - baseline) / MB:.0f} MB, bound +{RSS_BOUND / MB:.0f} MB); tree baseline "
+        f"{baseline_tree / MB:.0f} MB, peak {rss.peak_tree / MB:.0f} MB; {len(rss.samples)} samples; "
+        f"the hostile agent pushed {hostile.stream_bytes / MB:.1f} MB in {hostile.streams_started} streams"
+        + ("; the green agent was KILLED by the safety valve" if rss.killed else "")
+    )
+    assert not rss.killed, (
+        f"the green agent's RSS passed baseline + {RSS_KILL / MB:.0f} MB while reading an "
+        f"endless reply (it reads without a cap)"
+    )
     assert rss.peak_main - baseline < RSS_BOUND, f"peak RSS grew by {(rss.peak_main - baseline) / MB:.0f} MB"
     assert outcome is not None
     attempts = assert_completed(outcome, green, attempts=2)
@@ -174,8 +181,9 @@ SURROGATE_CASES = {
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("case", sorted(SURROGATE_CASES))
-async def test_lone_surrogates_never_break_the_attempt_or_its_trajectory(green: GreenAgent, hostile: HostileAgent,
-                                                                        case: str) -> None:
+async def test_lone_surrogates_never_break_the_attempt_or_its_trajectory(
+    green: GreenAgent, hostile: HostileAgent, case: str
+) -> None:
     """Turn 1 carries a lone surrogate (escaped in the action JSON, in a tool argument, or raw in the text part);
     turn 2 is malformed. The attempt must go on past turn 1 (surrogates replaced) and end as the agent's
     format_error at step 2, and every trajectory file must be valid UTF-8 JSON lines without lone surrogates."""

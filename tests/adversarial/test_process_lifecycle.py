@@ -62,8 +62,9 @@ async def _finish(battle: asyncio.Task[Any]) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("during", ["agent_turns", "tool_bomb"])
-async def test_sigterm_mid_battle_exits_within_5_seconds(green_factory: Any, hostile: HostileAgent,
-                                                         during: str) -> None:
+async def test_sigterm_mid_battle_exits_within_5_seconds(
+    green_factory: Any, hostile: HostileAgent, during: str
+) -> None:
     green: GreenAgent = green_factory()
     battle = await _start_long_battle(green, hostile, bomb=during == "tool_bomb")
     try:
@@ -75,11 +76,15 @@ async def test_sigterm_mid_battle_exits_within_5_seconds(green_factory: Any, hos
             await asyncio.sleep(0.02)
         exit_s = time.monotonic() - sent
         code = green.popen.poll()
-        print(f"[SIGTERM {during}] exited after {exit_s:.2f} s with code {code}" if code is not None
-              else f"[SIGTERM {during}] still running {exit_s:.1f} s after SIGTERM")
+        print(
+            f"[SIGTERM {during}] exited after {exit_s:.2f} s with code {code}"
+            if code is not None
+            else f"[SIGTERM {during}] still running {exit_s:.1f} s after SIGTERM"
+        )
         assert code is not None and exit_s < EXIT_BOUND_S, (
             f"the green agent must exit within {EXIT_BOUND_S:g} s of SIGTERM (took {exit_s:.1f} s, "
-            f"{'exited' if code is not None else 'still running'})\n{green.log_tail(2000)}")
+            f"{'exited' if code is not None else 'still running'})\n{green.log_tail(2000)}"
+        )
         left = await asyncio.to_thread(wait_all_gone, [*tree, *green.seen_descendants], ORPHAN_BOUND_S)
         assert not left, f"children left running after the green agent exited: {describe(left)}"
     finally:
@@ -103,8 +108,10 @@ async def test_sigkill_mid_battle_leaves_no_orphan_processes(green_factory: Any,
         started = time.monotonic()
         left = await asyncio.to_thread(wait_all_gone, tree, ORPHAN_BOUND_S)
         gone_s = time.monotonic() - started
-        print(f"[SIGKILL] {len(tree) - len(left)}/{len(tree)} descendants gone within {gone_s:.2f} s"
-              + (f"; ORPHANS: {describe(left)}" if left else ""))
+        print(
+            f"[SIGKILL] {len(tree) - len(left)}/{len(tree)} descendants gone within {gone_s:.2f} s"
+            + (f"; ORPHANS: {describe(left)}" if left else "")
+        )
         assert not left, f"orphans {ORPHAN_BOUND_S:g} s after SIGKILL of the green agent: {describe(left)}"
     finally:
         await _finish(battle)

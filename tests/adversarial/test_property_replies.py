@@ -47,19 +47,76 @@ RAW = "@@RAW_BYTES@@"
 """Marker in a text, replaced in the encoded body by the example's raw (invalid UTF-8) bytes."""
 
 TOKENS = [
-    "<json>", "</json>", "```json\n", "```", "{", "}", "[", "]", '"', ":", ",", " ", "\n", "respond", "kwargs",
-    '{"name": "respond", "arguments": {"content": "', '"}}', '{"name": "get_users", "arguments": {}}',
-    '{"name": "create_task", "kwargs": "{\\"user_id\\": 1}"}', "9" * 50, "\\ud800", "\\udfff", "\ud800", "\udfff",
-    "\x00", "\u2028", "é", "😀", "\ufeff", RAW,
+    "<json>",
+    "</json>",
+    "```json\n",
+    "```",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    ":",
+    ",",
+    " ",
+    "\n",
+    "respond",
+    "kwargs",
+    '{"name": "respond", "arguments": {"content": "',
+    '"}}',
+    '{"name": "get_users", "arguments": {}}',
+    '{"name": "create_task", "kwargs": "{\\"user_id\\": 1}"}',
+    "9" * 50,
+    "\\ud800",
+    "\\udfff",
+    "\ud800",
+    "\udfff",
+    "\x00",
+    "\u2028",
+    "é",
+    "😀",
+    "\ufeff",
+    RAW,
 ]
-INVALID_BYTES = [b"\xff", b"\xfe\xff", b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xc0\xaf", b"\xe0\x80\xaf", b"\x00",
-                 b"\xf4\x90\x80\x80", b"\x80"]
+INVALID_BYTES = [
+    b"\xff",
+    b"\xfe\xff",
+    b"\xed\xa0\x80",
+    b"\xed\xbf\xbf",
+    b"\xc0\xaf",
+    b"\xe0\x80\xaf",
+    b"\x00",
+    b"\xf4\x90\x80\x80",
+    b"\x80",
+]
 TARGET_SIZES = [0, 1, 50, 1_000, 60_000, 400_000, 1_100_000, 2_000_000]
-TASK_STATES: list[Any] = ["completed", "working", "submitted", "input-required", "failed", "rejected", "canceled",
-                          "auth-required", "unknown", "", None, 42, "COMPLETED", "bogus", "\ud800"]
+TASK_STATES: list[Any] = [
+    "completed",
+    "working",
+    "submitted",
+    "input-required",
+    "failed",
+    "rejected",
+    "canceled",
+    "auth-required",
+    "unknown",
+    "",
+    None,
+    42,
+    "COMPLETED",
+    "bogus",
+    "\ud800",
+]
 STATUSES = [200, 200, 200, 400, 401, 404, 413, 500, 502, 503]
-MEDIA_TYPES = ["application/json", "application/json", "text/plain", "text/event-stream", "application/octet-stream",
-               "text/html", None]
+MEDIA_TYPES = [
+    "application/json",
+    "application/json",
+    "text/plain",
+    "text/event-stream",
+    "application/octet-stream",
+    "text/html",
+    None,
+]
 
 
 @dataclass(frozen=True)
@@ -89,9 +146,11 @@ class ReplySpec:
 
     def short(self) -> str:
         size = len(self.text) + sum(len(d) for d in self.data) + len(self.body)
-        return (f"{self.shape}/{self.rpc_variant or '-'} size={size} state={self.state!r} status={self.status} "
-                f"type={self.media_type} enc={self.encoding} chunk={self.chunk} raw={self.raw_bytes!r} "
-                f"first_only={self.first_turn_only}")
+        return (
+            f"{self.shape}/{self.rpc_variant or '-'} size={size} state={self.state!r} status={self.status} "
+            f"type={self.media_type} enc={self.encoding} chunk={self.chunk} raw={self.raw_bytes!r} "
+            f"first_only={self.first_turn_only}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------- strategies
@@ -100,9 +159,26 @@ class ReplySpec:
 # fixed by derandomize). With only 25 examples, hypothesis's own mutation of previous examples would give clusters
 # of near-identical replies; independent draws cover the shapes, sizes and encodings evenly.
 
-LEAF_TEXTS = ["null", "true", "false", "0", "-0", "1e308", "1e999", "-1e999", "NaN", "Infinity", "-Infinity",
-              '"\\ud800"', '"\\udfff\\ud800"', '""', "9" * 5000, "-" + "1" * 4301, "1." + "0" * 5000,
-              '"' + "x" * 10_000 + '"']
+LEAF_TEXTS = [
+    "null",
+    "true",
+    "false",
+    "0",
+    "-0",
+    "1e308",
+    "1e999",
+    "-1e999",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    '"\\ud800"',
+    '"\\udfff\\ud800"',
+    '""',
+    "9" * 5000,
+    "-" + "1" * 4301,
+    "1." + "0" * 5000,
+    '"' + "x" * 10_000 + '"',
+]
 KEYS = ['"name"', '"arguments"', '"kwargs"', '"content"', '"value"', '"\\ud800"', '""']
 
 
@@ -128,12 +204,14 @@ def random_json(rnd: random.Random, depth: int = 0) -> str:
         if choice == 0:
             return rnd.choice(LEAF_TEXTS)
         if choice == 1:
-            return str(rnd.randrange(-(2 ** 70), 2 ** 70))
+            return str(rnd.randrange(-(2**70), 2**70))
         return json.dumps(_random_text(rnd, 20), ensure_ascii=True)
     if roll < 0.5:
         return "[" + ",".join(random_json(rnd, depth + 1) for _ in range(rnd.randrange(5))) + "]"
     if roll < 0.65:
-        return "{" + ",".join(f"{rnd.choice(KEYS)}:{random_json(rnd, depth + 1)}" for _ in range(rnd.randrange(5))) + "}"
+        return (
+            "{" + ",".join(f"{rnd.choice(KEYS)}:{random_json(rnd, depth + 1)}" for _ in range(rnd.randrange(5))) + "}"
+        )
     if roll < 0.8:
         levels = rnd.choice([10, 100, 1000, 5000])
         return "[" * levels + random_json(rnd, depth + 1) + "]" * levels
@@ -159,16 +237,50 @@ def random_spec(rnd: random.Random) -> ReplySpec:
         data = tuple(random_json(rnd) for _ in range(rnd.randrange(1, 4)))
         return ReplySpec(shape, text=rnd.choice(["", "hi", RAW]), data=data, **common)
     if shape == "task":
-        return ReplySpec(shape, text=random_text(rnd), state=rnd.choice(TASK_STATES),
-                         rpc_variant=rnd.choice(["status", "artifact", "empty", "history"]), **common)
+        return ReplySpec(
+            shape,
+            text=random_text(rnd),
+            state=rnd.choice(TASK_STATES),
+            rpc_variant=rnd.choice(["status", "artifact", "empty", "history"]),
+            **common,
+        )
     if shape == "non_json":
-        body = rnd.choice([bytes(rnd.randrange(256) for _ in range(rnd.randrange(300))), b"",
-                           b"<html><body>502 Bad Gateway</body></html>", b"null", b"[]", b"{", b"\xff\xfe\x00",
-                           b"data: {}\n\n", b"OK"])
+        body = rnd.choice(
+            [
+                bytes(rnd.randrange(256) for _ in range(rnd.randrange(300))),
+                b"",
+                b"<html><body>502 Bad Gateway</body></html>",
+                b"null",
+                b"[]",
+                b"{",
+                b"\xff\xfe\x00",
+                b"data: {}\n\n",
+                b"OK",
+            ]
+        )
         return ReplySpec(shape, body=body, **common)
-    return ReplySpec(shape, text=random_text(rnd), rpc_variant=rnd.choice([
-        "other_id", "no_jsonrpc", "result_list", "result_number", "result_string", "result_null", "error_weird",
-        "error_surrogate", "result_and_error", "batch", "parts_not_list", "status_update", "jsonrpc_1"]), **common)
+    return ReplySpec(
+        shape,
+        text=random_text(rnd),
+        rpc_variant=rnd.choice(
+            [
+                "other_id",
+                "no_jsonrpc",
+                "result_list",
+                "result_number",
+                "result_string",
+                "result_null",
+                "error_weird",
+                "error_surrogate",
+                "result_and_error",
+                "batch",
+                "parts_not_list",
+                "status_update",
+                "jsonrpc_1",
+            ]
+        ),
+        **common,
+    )
 
 
 reply_specs = st.randoms(use_true_random=True, note_method_calls=False).map(random_spec)
@@ -187,8 +299,15 @@ def _message_json(turn: Turn, spec: ReplySpec) -> str:
         parts.append('{"kind":"text","text":' + _dumps(spec.text) + "}")
     parts += ['{"kind":"data","data":' + data + "}" for data in spec.data]
     context = ',"contextId":' + _dumps(turn.context_id) if turn.context_id else ""
-    return ('{"kind":"message","messageId":"' + uuid.uuid4().hex + '","role":"agent","parts":[' + ",".join(parts)
-            + "]" + context + "}")
+    return (
+        '{"kind":"message","messageId":"'
+        + uuid.uuid4().hex
+        + '","role":"agent","parts":['
+        + ",".join(parts)
+        + "]"
+        + context
+        + "}"
+    )
 
 
 def _task_json(turn: Turn, spec: ReplySpec) -> str:
@@ -223,15 +342,22 @@ def _body(turn: Turn, spec: ReplySpec) -> bytes:
             "result_string": '{"jsonrpc":"2.0","id":' + rid + ',"result":' + _dumps(spec.text[:1000]) + "}",
             "result_null": '{"jsonrpc":"2.0","id":' + rid + ',"result":null}',
             "error_weird": '{"jsonrpc":"2.0","id":' + rid + ',"error":{"code":"x","message":5,"data":' + message + "}}",
-            "error_surrogate": '{"jsonrpc":"2.0","id":' + rid + ',"error":{"code":-32603,"message":"\\ud800 '
-                               + _dumps(spec.text[:1000])[1:-1] + '"}}',
-            "result_and_error": '{"jsonrpc":"2.0","id":' + rid + ',"result":' + message
-                                + ',"error":{"code":-32000,"message":"both"}}',
+            "error_surrogate": '{"jsonrpc":"2.0","id":'
+            + rid
+            + ',"error":{"code":-32603,"message":"\\ud800 '
+            + _dumps(spec.text[:1000])[1:-1]
+            + '"}}',
+            "result_and_error": '{"jsonrpc":"2.0","id":'
+            + rid
+            + ',"result":'
+            + message
+            + ',"error":{"code":-32000,"message":"both"}}',
             "batch": '[{"jsonrpc":"2.0","id":' + rid + ',"result":' + message + "}]",
-            "parts_not_list": '{"jsonrpc":"2.0","id":' + rid
-                              + ',"result":{"kind":"message","role":"agent","messageId":"m","parts":"nope"}}',
+            "parts_not_list": '{"jsonrpc":"2.0","id":'
+            + rid
+            + ',"result":{"kind":"message","role":"agent","messageId":"m","parts":"nope"}}',
             "status_update": '{"jsonrpc":"2.0","id":' + rid + ',"result":{"kind":"status-update","taskId":"t",'
-                             '"contextId":"c","status":{"state":"completed","message":' + message + '},"final":true}}',
+            '"contextId":"c","status":{"state":"completed","message":' + message + '},"final":true}}',
         }[spec.rpc_variant]
     if spec.encoding == "utf-16":
         encoded = text.encode("utf-16", "surrogatepass")
@@ -255,7 +381,7 @@ def spec_behaviour(spec: ReplySpec) -> Any:
 
         async def chunks() -> AsyncIterator[bytes]:
             for start in range(0, len(body), size):
-                yield body[start:start + size]
+                yield body[start : start + size]
 
         return Reply(chunks, status=spec.status, media_type=media, headers=headers, note=spec.shape + " chunked")
 
@@ -273,8 +399,10 @@ def spec_behaviour(spec: ReplySpec) -> Any:
 def tally() -> Iterator[Counter[str]]:
     counts: Counter[str] = Counter()
     yield counts
-    print(f"\n[property] {counts.pop('examples', 0)} examples, {counts.pop('attempts', 0)} attempts; outcomes: "
-          f"{dict(counts)}")
+    print(
+        f"\n[property] {counts.pop('examples', 0)} examples, {counts.pop('attempts', 0)} attempts; outcomes: "
+        f"{dict(counts)}"
+    )
 
 
 EXPLICIT = [
@@ -289,9 +417,14 @@ EXPLICIT = [
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-          phases=(Phase.explicit, Phase.generate),
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=list(HealthCheck),
+)
 @given(spec=reply_specs)
 @example(spec=EXPLICIT[0])
 @example(spec=EXPLICIT[1])
@@ -299,8 +432,9 @@ EXPLICIT = [
 @example(spec=EXPLICIT[3])
 @example(spec=EXPLICIT[4])
 @example(spec=EXPLICIT[5])
-def test_no_hostile_reply_is_ever_an_infrastructure_error(green: GreenAgent, hostile: HostileAgent,
-                                                         tally: Counter[str], spec: ReplySpec) -> None:
+def test_no_hostile_reply_is_ever_an_infrastructure_error(
+    green: GreenAgent, hostile: HostileAgent, tally: Counter[str], spec: ReplySpec
+) -> None:
     hostile.set_behaviour(spec_behaviour(spec))
     config = battle_config(max_steps=4, turn_timeout_s=3.0, attempt_timeout_s=30.0)
     try:

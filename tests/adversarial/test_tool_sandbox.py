@@ -67,25 +67,34 @@ def burning_descendants(green: GreenAgent, window_s: float = 1.0) -> list[tuple[
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 async def test_calculate_bomb_is_the_agents_timeout_and_stalls_nothing_else(
-        green_factory: Any, hostile: HostileAgent, replay_white: ReferenceWhite) -> None:
+    green_factory: Any, hostile: HostileAgent, replay_white: ReferenceWhite
+) -> None:
     green: GreenAgent = green_factory()
     # Context 0: the bomb. Context 1: calculate("2 + 2"), then a malformed reply (format_error at step 2).
-    hostile.set_behaviour(by_context({0: calculate_bomb("9**9**9")}, tool_then_malformed("calculate",
-                                                                                         {"expression": "2 + 2"})))
+    hostile.set_behaviour(
+        by_context({0: calculate_bomb("9**9**9")}, tool_then_malformed("calculate", {"expression": "2 + 2"}))
+    )
     bomb_config = battle_config(RETAIL_TASK, turn_timeout_s=30.0, attempt_timeout_s=120.0)
     bomb_battle = asyncio.create_task(run_battle(green, hostile.url, bomb_config, timeout_s=240, watch_health=False))
     replay_battle: asyncio.Task[Any] | None = None
     try:
-        await wait_until(lambda: any(r.context_index == 0 and r.note == "action calculate" for r in hostile.records),
-                         90, "the hostile agent to send the calculate bomb")
+        await wait_until(
+            lambda: any(r.context_index == 0 and r.note == "action calculate" for r in hostile.records),
+            90,
+            "the hostile agent to send the calculate bomb",
+        )
         # A second battle at the same time: the reference replay agent (calibration) on the mock domain.
-        replay_battle = asyncio.create_task(run_battle(green, replay_white.url, battle_config(MOCK_TASK, calibration=True),
-                                                       timeout_s=240, watch_health=False))
+        replay_battle = asyncio.create_task(
+            run_battle(
+                green, replay_white.url, battle_config(MOCK_TASK, calibration=True), timeout_s=240, watch_health=False
+            )
+        )
         async with HealthPoller(green, interval_s=0.02, timeout_s=2.0) as health:
             await asyncio.sleep(POLL_S)
         print(f"\n[calculate bomb] while the bomb ran ({POLL_S:g} s from the moment it was sent): {health.summary()}")
         assert health.failures == 0 and health.p99 < HEALTH_P99_MS, (
-            f"GET /health must stay fast while a tool call runs away: {health.summary()}")
+            f"GET /health must stay fast while a tool call runs away: {health.summary()}"
+        )
 
         bomb_outcome = await asyncio.wait_for(bomb_battle, 120)
         replay_outcome = await asyncio.wait_for(replay_battle, 120)
@@ -102,9 +111,11 @@ async def test_calculate_bomb_is_the_agents_timeout_and_stalls_nothing_else(
     by_ctx = {a["context_id"]: a for a in attempts}
     bomb, other = by_ctx[bomb_context], by_ctx[other_context]
     category, author, detail = failure_of(bomb)
-    print(f"[calculate bomb] bomb attempt: {category}/{author} after {bomb['duration_s']} s: {detail[:200]!r}; "
-          f"bomb battle took {bomb_outcome.elapsed_s:.1f} s, the concurrent replay battle "
-          f"{replay_outcome.elapsed_s:.1f} s")
+    print(
+        f"[calculate bomb] bomb attempt: {category}/{author} after {bomb['duration_s']} s: {detail[:200]!r}; "
+        f"bomb battle took {bomb_outcome.elapsed_s:.1f} s, the concurrent replay battle "
+        f"{replay_outcome.elapsed_s:.1f} s"
+    )
     assert (bomb["outcome"], category, author) == ("failure", "timeout", "white_agent"), failure_of(bomb)
     assert mentions_tool_limit(detail), f"the detail must name the tool time limit: {detail!r}"
     assert bomb["duration_s"] < TOOL_TIMEOUT_S + 20, bomb["duration_s"]
@@ -120,6 +131,8 @@ async def test_calculate_bomb_is_the_agents_timeout_and_stalls_nothing_else(
 
     # Nothing keeps computing the bomb after its attempt ended.
     hot = burning_descendants(green)
-    assert not hot, f"processes of the green agent still burn CPU after the bomb attempt ended: " \
-                    f"{[(d, f'{u:.0f}%') for d, (_, u) in zip(describe([p for p, _ in hot]), hot)]}"
+    assert not hot, (
+        f"processes of the green agent still burn CPU after the bomb attempt ended: "
+        f"{[(d, f'{u:.0f}%') for d, (_, u) in zip(describe([p for p, _ in hot]), hot)]}"
+    )
     assert green.healthy(), "the green agent must still be healthy"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.backend.conftest import Arena, arena_on, progress, result, run_backend, wait_until
+from tests.backend.conftest import Arena, arena_on, progress, result, run_backend
 from tests.backend.test_api_agents import closed_port_url
 
 

@@ -191,8 +191,13 @@ async def test_reports_after_the_end_are_tool_errors_like_the_http_400(arena: Ar
     async with Client(mcp_url(arena)) as client:
         end = await client.call_tool(
             "report_on_battle_end",
-            {"battle_id": battle_id, "message": "draw", "winner": "draw", "reported_by": "green_agent",
-             "battle_token": token},
+            {
+                "battle_id": battle_id,
+                "message": "draw",
+                "winner": "draw",
+                "reported_by": "green_agent",
+                "battle_token": token,
+            },
         )
         assert not end.is_error
         late = await client.call_tool(
@@ -200,8 +205,13 @@ async def test_reports_after_the_end_are_tool_errors_like_the_http_400(arena: Ar
         )
         again = await client.call_tool(
             "report_on_battle_end",
-            {"battle_id": battle_id, "message": "again", "winner": "green_agent", "reported_by": "green_agent",
-             "battle_token": token},
+            {
+                "battle_id": battle_id,
+                "message": "again",
+                "winner": "green_agent",
+                "reported_by": "green_agent",
+                "battle_token": token,
+            },
         )
     for answer in (late, again):
         text = error_text(answer)

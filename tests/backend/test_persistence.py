@@ -54,8 +54,9 @@ async def test_running_battle_goes_on_after_a_restart(db_path: Path) -> None:
             # The first backend is still serving the fakes' URLs; only the second one is asked here.
             battle = (await restarted.client.get(f"/battles/{battle_id}")).json()
             assert battle["state"] == "running"
-            response = await restarted.client.post(f"/battles/{battle_id}", json=result("white_agent"),
-                                                   headers={"X-Battle-Token": token})
+            response = await restarted.client.post(
+                f"/battles/{battle_id}", json=result("white_agent"), headers={"X-Battle-Token": token}
+            )
             assert response.status_code == 204
             battle = (await restarted.client.get(f"/battles/{battle_id}")).json()
             assert battle["state"] == "finished"

@@ -37,8 +37,11 @@ ASSESSMENT_SCENARIOS = sorted(AGENTBEATS_SCENARIOS.glob("assessment_*.toml"))
 CONVENTION_PORTS = {"backend": 9000, "white": 9004, "green": 9006, "green_launcher": 9111, "white_launcher": 9210}
 """The AgentBeats port conventions (shared notes: agentbeats.md)."""
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
-CONSOLE_SCRIPTS = {"arena": "launcher.cli.app:app", "arena-green": "green_agent.service.main:main",
-                   "arena-white": "white_agent.__main__:main"}
+CONSOLE_SCRIPTS = {
+    "arena": "launcher.cli.app:app",
+    "arena-green": "green_agent.service.main:main",
+    "arena-white": "white_agent.__main__:main",
+}
 
 # -- YAML and variable substitution ---------------------------------------------------------------------------------
 
@@ -126,8 +129,10 @@ def interpolate(node: Any, env: Mapping[str, str]) -> Any:
     if isinstance(node, list):
         return [interpolate(item, env) for item in node]
     if isinstance(node, dict):
-        return {interpolate(key, env) if isinstance(key, str) else key: interpolate(value, env)
-                for key, value in node.items()}
+        return {
+            interpolate(key, env) if isinstance(key, str) else key: interpolate(value, env)
+            for key, value in node.items()
+        }
     return node
 
 
@@ -165,8 +170,11 @@ def merge_compose(base: dict[str, Any], override: dict[str, Any], *, key: str | 
 
 def active_services(project: dict[str, Any], profiles: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
     """The services ``docker compose up`` starts with ``profiles`` active (no profile = always)."""
-    return {name: service for name, service in project["services"].items()
-            if not service.get("profiles") or set(service["profiles"]) & set(profiles)}
+    return {
+        name: service
+        for name, service in project["services"].items()
+        if not service.get("profiles") or set(service["profiles"]) & set(profiles)
+    }
 
 
 def command_argv(service: Mapping[str, Any]) -> list[str]:
@@ -229,7 +237,9 @@ def _argparse_of(main: Any, args: list[str], label: str) -> dict[str, Any]:
         except _Parsed as parsed:
             return vars(parsed.namespace)
         except SystemExit as error:
-            raise CommandRejected(f"{label} {shlex.join(args)}: {stderr.getvalue().strip()} (exit {error.code})") from None
+            raise CommandRejected(
+                f"{label} {shlex.join(args)}: {stderr.getvalue().strip()} (exit {error.code})"
+            ) from None
     raise AssertionError(f"{label}: main() returned without parsing its arguments")
 
 
@@ -260,8 +270,12 @@ def _parse_module(module: str, args: list[str]) -> ParsedCommand:
     if module == "battle_backend":
         from battle_backend.__main__ import main as backend_main
 
-        return ParsedCommand("python -m battle_backend", None, _argparse_of(backend_main, args, "battle_backend"),
-                             ["python", "-m", module, *args])
+        return ParsedCommand(
+            "python -m battle_backend",
+            None,
+            _argparse_of(backend_main, args, "battle_backend"),
+            ["python", "-m", module, *args],
+        )
     if module == "green_agent":
         from green_agent.service.main import main as green_main
 
@@ -319,7 +333,7 @@ class Loopback:
         if previous == "--port" and token.isdigit() and int(token) in self.ports:
             return str(self.ports[int(token)])
         if token == "/app" or token.startswith("/app/"):
-            return str(self.app_dir) + token[len("/app"):]
+            return str(self.app_dir) + token[len("/app") :]
         return token
 
     def argv(self, argv: list[str]) -> list[str]:

@@ -21,9 +21,9 @@ import pytest
 from typer.testing import CliRunner
 
 from green_agent.engine.config import parse_battle_config
-from launcher.cli.scenario import load_scenario
-from launcher.cli.assessment_client import run_assessment
 from launcher.cli.app import app
+from launcher.cli.assessment_client import run_assessment
+from launcher.cli.scenario import load_scenario
 from launcher.ports import free_ports
 from launcher.processes import ProcessGroup, wait_until_ready
 from tests.deploy.deploy_support import (
@@ -120,13 +120,20 @@ def test_the_agentbeats_loader_reads_the_platform_scenario() -> None:
         "print(json.dumps({'services': [[s.name, s.type, str(s.working_dir.resolve()), s.command, s.health_check]\n"
         "                               for s in m.services], 'agents': len(m.agents)}))\n"
     )
-    done = subprocess.run([str(venv / "bin" / "python"), "-c", script, str(PLATFORM_SCENARIO.parent), str(REPO)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script, str(PLATFORM_SCENARIO.parent), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert loaded["agents"] == 0
-    expected = [[s["name"], "command", str(REPO), s["command"], s.get("health_check")]
-                for s in load_toml(PLATFORM_SCENARIO)["services"]]
+    expected = [
+        [s["name"], "command", str(REPO), s["command"], s.get("health_check")]
+        for s in load_toml(PLATFORM_SCENARIO)["services"]
+    ]
     assert loaded["services"] == expected
 
 
@@ -192,12 +199,17 @@ async def test_offline_assessment_runs_like_the_tutorial_runner_and_exports_the_
     white_url = world.value(participant["endpoint"])
     # The runner passes its environment on with its interpreter's directory first on PATH (there: the tutorial's
     # venv; here: ours, which has Arena's console scripts). PYTHONPATH stands in for an up-to-date install.
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(REPO),
+    }
     async with ProcessGroup(tmp_path / "logs") as group:
         # The runner: start every cmd (split like a shell, no shell), wait for the agent cards.
-        for name, command, url in (("white", participant["cmd"], white_url),
-                                   ("green", data["green_agent"]["cmd"], green_url)):
+        for name, command, url in (
+            ("white", participant["cmd"], white_url),
+            ("green", data["green_agent"]["cmd"], green_url),
+        ):
             proc = group.start(name, world.argv(shlex.split(command)), env=env, cwd=tmp_path)
             await wait_until_ready(proc, url + AGENT_CARD_PATH, timeout_s=180)
         # The client: one message {"participants": {role: endpoint}, "config": {...}}, then the Result artifact.

@@ -47,8 +47,16 @@ BATTLE_LIMIT_S = 300.0
 minute)."""
 BATTLE_CONFIG: dict[str, Any] = {
     "pass_k_config": {
-        "mode": "manual", "k": 2, "domain": "retail", "task_id": 7, "split": "test", "calibration": True,
-        "concurrency": 2, "turn_timeout_s": 5, "attempt_timeout_s": 120, "user_simulator": {"kind": "scripted"},
+        "mode": "manual",
+        "k": 2,
+        "domain": "retail",
+        "task_id": 7,
+        "split": "test",
+        "calibration": True,
+        "concurrency": 2,
+        "turn_timeout_s": 5,
+        "attempt_timeout_s": 120,
+        "user_simulator": {"kind": "scripted"},
     }
 }
 
@@ -79,8 +87,9 @@ async def wait_healthy(name: str, proc: ManagedProcess, probe: list[str], env: d
     while True:
         if not proc.running:
             raise AssertionError(f"{name} exited ({proc.returncode}) before it was healthy:\n{proc.stderr_tail()}")
-        check = await asyncio.create_subprocess_exec(*probe, env=env, cwd=cwd, stdout=asyncio.subprocess.DEVNULL,
-                                                     stderr=asyncio.subprocess.DEVNULL)
+        check = await asyncio.create_subprocess_exec(
+            *probe, env=env, cwd=cwd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
         if await check.wait() == 0:
             return
         if loop.time() > deadline:
@@ -126,17 +135,27 @@ async def test_the_compose_stack_runs_a_battle_end_to_end(tmp_path: Path, compos
     assert sorted(long_running) == ["backend", "green", "white"]
 
     pids: list[int] = []
-    async with ProcessGroup(tmp_path / "logs", grace_s=10.0) as group, httpx.AsyncClient(
-            timeout=30.0, trust_env=False) as client:
+    async with (
+        ProcessGroup(tmp_path / "logs", grace_s=10.0) as group,
+        httpx.AsyncClient(timeout=30.0, trust_env=False) as client,
+    ):
         started = {}
         for name in long_running:
-            started[name] = group.start(name, world.argv(command_argv(services[name])),
-                                        env=process_env(services[name], home), cwd=app_dir)
-        await asyncio.gather(*(
-            wait_healthy(name, started[name], world.argv(healthcheck_argv(services[name])),
-                         process_env(services[name], home), app_dir)
-            for name in long_running
-        ))
+            started[name] = group.start(
+                name, world.argv(command_argv(services[name])), env=process_env(services[name], home), cwd=app_dir
+            )
+        await asyncio.gather(
+            *(
+                wait_healthy(
+                    name,
+                    started[name],
+                    world.argv(healthcheck_argv(services[name])),
+                    process_env(services[name], home),
+                    app_dir,
+                )
+                for name in long_running
+            )
+        )
         register = services["register"]
         assert set(register["depends_on"]) == set(long_running)
         register_argv = world.argv(command_argv(register))
@@ -145,8 +164,9 @@ async def test_the_compose_stack_runs_a_battle_end_to_end(tmp_path: Path, compos
         assert again["battle_request"] == registration["battle_request"]
         assert registration["green_agent"]["created"] and not again["green_agent"]["created"]
 
-        response = await client.post(f"{backend_url}/battles", json={**registration["battle_request"],
-                                                                      "config": BATTLE_CONFIG})
+        response = await client.post(
+            f"{backend_url}/battles", json={**registration["battle_request"], "config": BATTLE_CONFIG}
+        )
         assert response.status_code == 201, response.text
         battle_id = response.json()["battle_id"]
         async with asyncio.timeout(BATTLE_LIMIT_S):

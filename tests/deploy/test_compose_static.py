@@ -85,8 +85,11 @@ def projects(compose_raw: dict[str, Any], byo_raw: dict[str, Any]) -> dict[str, 
 
 
 def parsed_services(project: dict[str, Any], profiles: set[str]) -> dict[str, ParsedCommand]:
-    return {name: parse_command(command_argv(service))
-            for name, service in active_services(project, profiles).items() if "command" in service}
+    return {
+        name: parse_command(command_argv(service))
+        for name, service in active_services(project, profiles).items()
+        if "command" in service
+    }
 
 
 # -- the variable-substitution helper itself (so that the checks below check what Compose would see) ---------------
@@ -124,9 +127,19 @@ def test_the_schema_check_can_fail(compose_raw: dict[str, Any]) -> None:
 
 def test_check_jsonschema_accepts_both_files() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec",
-         str(COMPOSE_FILE), str(BYO_FILE)],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "check_jsonschema",
+            "--builtin-schema",
+            "vendor.compose-spec",
+            str(COMPOSE_FILE),
+            str(BYO_FILE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -141,7 +154,9 @@ def test_every_variable_has_a_default_or_is_optional(compose_raw: dict[str, Any]
 
 def test_every_variable_is_documented_in_env_example(compose_raw: dict[str, Any], byo_raw: dict[str, Any]) -> None:
     documented = set(read_env_file(ENV_EXAMPLE))
-    used = {name for doc in (compose_raw, byo_raw) for text in strings_of(doc) for name, _, _ in variable_references(text)}
+    used = {
+        name for doc in (compose_raw, byo_raw) for text in strings_of(doc) for name, _, _ in variable_references(text)
+    }
     assert used - documented == set()
     assert documented - used == set(), "variables in .env.example that nothing reads"
 
@@ -151,8 +166,11 @@ def test_every_variable_is_documented_in_env_example(compose_raw: dict[str, Any]
 
 def test_console_scripts_are_the_programs_the_commands_run() -> None:
     assert project_scripts() == CONSOLE_SCRIPTS
-    installed = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="console_scripts")
-                 if ep.name in CONSOLE_SCRIPTS}
+    installed = {
+        ep.name: ep.value
+        for ep in importlib.metadata.entry_points(group="console_scripts")
+        if ep.name in CONSOLE_SCRIPTS
+    }
     assert installed == CONSOLE_SCRIPTS
 
 
@@ -167,11 +185,31 @@ def test_every_command_is_accepted_by_its_program(projects: dict[str, Any]) -> N
 @pytest.mark.parametrize(
     "argv",
     [
-        ["arena", "launcher", "--port", "9111", "--agent-url", "http://green:9006", "--",
-         "arena-green", "--mcp-allowed-hosts", "green:*"],
+        [
+            "arena",
+            "launcher",
+            "--port",
+            "9111",
+            "--agent-url",
+            "http://green:9006",
+            "--",
+            "arena-green",
+            "--mcp-allowed-hosts",
+            "green:*",
+        ],
         ["arena", "backend", "--host", "0.0.0.0", "--bind", "9000"],
-        ["arena", "register", "--backend", "http://backend:9000", "--green", "http://g:1", "--white", "http://w:1",
-         "--seed", "3"],
+        [
+            "arena",
+            "register",
+            "--backend",
+            "http://backend:9000",
+            "--green",
+            "http://g:1",
+            "--white",
+            "http://w:1",
+            "--seed",
+            "3",
+        ],
         ["arena-white", "--kind", "robot", "--port", "9004"],
         ["arena", "serve"],
         ["curl", "http://backend:9000/health"],
@@ -226,7 +264,8 @@ def test_ports_follow_the_agentbeats_conventions_and_agree(projects: dict[str, A
         assert agent.options["card_url"] == f"http://{name}:{CONVENTION_PORTS[name]}"
         assert launcher.options["agent_url"] == agent.options["card_url"]
         assert sorted(int(p) for p in services[name]["expose"]) == sorted(
-            [CONVENTION_PORTS[name], CONVENTION_PORTS[f"{name}_launcher"]])
+            [CONVENTION_PORTS[name], CONVENTION_PORTS[f"{name}_launcher"]]
+        )
 
     register = parsed["register"].options
     assert register["backend"] == backend.options["public_url"]
@@ -259,8 +298,10 @@ def test_health_checks_probe_each_service_on_its_own_ports(projects: dict[str, A
     assert targets["backend"] == [f"http://127.0.0.1:{parsed['backend'].wrapped.options['port']}/health"]  # type: ignore[union-attr]
     for name in ("green", "white"):
         agent_port = parsed[name].wrapped.options["port"]  # type: ignore[union-attr]
-        assert targets[name] == [f"http://127.0.0.1:{agent_port}{AGENT_CARD_PATH}",
-                                 f"http://127.0.0.1:{parsed[name].options['port']}/status"]
+        assert targets[name] == [
+            f"http://127.0.0.1:{agent_port}{AGENT_CARD_PATH}",
+            f"http://127.0.0.1:{parsed[name].options['port']}/status",
+        ]
 
 
 def _serves_get(app: Any, path: str) -> bool:
@@ -279,9 +320,11 @@ def test_health_check_urls_are_routes_the_services_serve(projects: dict[str, Any
         CONVENTION_PORTS["green"]: create_green_app("http://green:9006", runs_dir=tmp_path),
         CONVENTION_PORTS["white"]: create_white_agent_app(make_agent("replay"), "http://white:9004"),
         CONVENTION_PORTS["green_launcher"]: build_launcher_app(
-            AgentLauncher(agent_argv=["true"], agent_url="http://green:9006", log_dir=tmp_path), autostart=False),
+            AgentLauncher(agent_argv=["true"], agent_url="http://green:9006", log_dir=tmp_path), autostart=False
+        ),
         CONVENTION_PORTS["white_launcher"]: build_launcher_app(
-            AgentLauncher(agent_argv=["true"], agent_url="http://white:9004", log_dir=tmp_path), autostart=False),
+            AgentLauncher(agent_argv=["true"], agent_url="http://white:9004", log_dir=tmp_path), autostart=False
+        ),
     }
     project, profiles = projects[".env.example"]
     for service, urls in health_targets(project, profiles).items():
@@ -306,8 +349,14 @@ def test_secret_variables_are_passed_by_name_only(compose_raw: dict[str, Any], b
 
 
 def test_no_secret_value_is_written_anywhere() -> None:
-    files = [COMPOSE_FILE, BYO_FILE, ENV_EXAMPLE, DOCKERFILE, DOCKERIGNORE,
-             *sorted((REPO / "scenarios" / "agentbeats").rglob("*.toml"))]
+    files = [
+        COMPOSE_FILE,
+        BYO_FILE,
+        ENV_EXAMPLE,
+        DOCKERFILE,
+        DOCKERIGNORE,
+        *sorted((REPO / "scenarios" / "agentbeats").rglob("*.toml")),
+    ]
     for path in files:
         text = path.read_text(encoding="utf-8")
         assert not SECRET_VALUE.search(text), f"{path} holds something that looks like a credential"
@@ -331,8 +380,11 @@ def test_dockerfile_bakes_in_no_secret() -> None:
 
 def dockerignore_excludes(path: str) -> bool:
     """Docker's .dockerignore rules: patterns in order, the last matching one wins; a match on a parent counts."""
-    patterns = [line.strip() for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
-                if line.strip() and not line.strip().startswith("#")]
+    patterns = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
     parts = path.split("/")
     prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
     excluded = False
@@ -347,12 +399,29 @@ def dockerignore_excludes(path: str) -> bool:
 
 
 def test_build_context_leaves_out_secrets_and_local_state() -> None:
-    for path in (".env", ".env.local", ".venv/bin/python", ".venv-agentbeats/x", "runs/b/summary.json",
-                 "backend.sqlite3", "tests/deploy/test_compose_static.py", ".git/config", "scratch/x",
-                 "green_agent/__pycache__/config.cpython-311.pyc", "scenarios/local.sqlite3"):
+    for path in (
+        ".env",
+        ".env.local",
+        ".venv/bin/python",
+        ".venv-agentbeats/x",
+        "runs/b/summary.json",
+        "backend.sqlite3",
+        "tests/deploy/test_compose_static.py",
+        ".git/config",
+        "scratch/x",
+        "green_agent/__pycache__/config.cpython-311.pyc",
+        "scenarios/local.sqlite3",
+    ):
         assert dockerignore_excludes(path), path
-    for path in ("pyproject.toml", "README.md", "green_agent/engine/config.py", "battle_backend/templates/base.html",
-                 "white_agent/__main__.py", "launcher/cli/app.py", "scenarios/offline_demo.toml"):
+    for path in (
+        "pyproject.toml",
+        "README.md",
+        "green_agent/engine/config.py",
+        "battle_backend/templates/base.html",
+        "white_agent/__main__.py",
+        "launcher/cli/app.py",
+        "scenarios/offline_demo.toml",
+    ):
         assert not dockerignore_excludes(path), path
 
 
@@ -406,8 +475,9 @@ def test_dockerfile_copies_every_package_and_only_what_the_context_holds() -> No
 
 def test_runtime_directories_exist_writable_for_the_user_before_volumes_mount(compose_raw: dict[str, Any]) -> None:
     runtime = " ".join(dockerfile_stages()[-1])
-    targets = {volume.split(":")[1] for service in compose_raw["services"].values()
-               for volume in service.get("volumes", [])}
+    targets = {
+        volume.split(":")[1] for service in compose_raw["services"].values() for volume in service.get("volumes", [])
+    }
     for target in targets:
         assert "mkdir -p" in runtime and target in runtime.split("mkdir -p", 1)[1].split("&&")[0], target
         assert re.search(rf"chown arena:arena[^&]*{re.escape(target)}", runtime), target
@@ -481,7 +551,8 @@ def test_registration_runs_once_after_everything_is_healthy(projects: dict[str, 
     register = project["services"]["register"]
     assert register["restart"] == "no"
     assert {name: spec["condition"] for name, spec in depends(register).items()} == {
-        name: "service_healthy" for name in LONG_RUNNING}
+        name: "service_healthy" for name in LONG_RUNNING
+    }
     for name in LONG_RUNNING:
         assert project["services"][name]["restart"] == "unless-stopped"
         assert project["services"][name]["init"] is True  # an init reaps the launchers' grandchildren
@@ -551,7 +622,8 @@ def test_byo_image_mode_runs_the_image_and_registers_it_by_service_name(projects
     assert byo["environment"]["AGENT_PORT"] == byo["environment"]["PORT"] == "9004"
 
 
-def test_reference_white_agent_can_still_be_asked_for_in_byo_mode(compose_raw: dict[str, Any],
-                                                                   byo_raw: dict[str, Any]) -> None:
+def test_reference_white_agent_can_still_be_asked_for_in_byo_mode(
+    compose_raw: dict[str, Any], byo_raw: dict[str, Any]
+) -> None:
     project = interpolate(merge_compose(compose_raw, byo_raw), {})
     assert "white" in active_services(project, {"reference-white"})

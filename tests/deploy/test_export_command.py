@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from green_agent.statistics import summarize_trials
 from green_agent.engine.report import render_markdown, write_run_dir
 from green_agent.engine.results import (
     AttemptResult,
@@ -25,19 +24,25 @@ from green_agent.engine.results import (
     FaultAuthor,
     RewardBreakdown,
 )
+from green_agent.statistics import summarize_trials
 from launcher.cli.app import app
 from launcher.cli.export_command import CSV_COLUMNS, ExportError, ExportFormat, export_battles
 
 Outcome = tuple[str, FailureCategory | None, str]
 
 
-def make_result(battle_id: str = "demo-1", outcomes: dict[int, list[Outcome]] | None = None,
-                status: str = "completed") -> BattleResult:
+def make_result(
+    battle_id: str = "demo-1", outcomes: dict[int, list[Outcome]] | None = None, status: str = "completed"
+) -> BattleResult:
     """A battle through the public models: per task index, (outcome, failure category, failure detail)."""
-    outcomes = outcomes if outcomes is not None else {
-        7: [("success", None, ""), ("failure", FailureCategory.FORMAT_ERROR, "=HYPERLINK(\"http://x\")")],
-        9: [("infra_error", FailureCategory.USER_SIMULATOR_ERROR, "LLM answered 500"), ("success", None, "")],
-    }
+    outcomes = (
+        outcomes
+        if outcomes is not None
+        else {
+            7: [("success", None, ""), ("failure", FailureCategory.FORMAT_ERROR, '=HYPERLINK("http://x")')],
+            9: [("infra_error", FailureCategory.USER_SIMULATOR_ERROR, "LLM answered 500"), ("success", None, "")],
+        }
+    )
     attempts: list[AttemptResult] = []
     for task_index, runs in outcomes.items():
         for number, (outcome, category, detail) in enumerate(runs, start=1):
@@ -45,15 +50,30 @@ def make_result(battle_id: str = "demo-1", outcomes: dict[int, list[Outcome]] | 
             if category is not None:
                 author = FaultAuthor.USER_SIMULATOR if outcome == "infra_error" else FaultAuthor.WHITE_AGENT
                 failure = Failure(category=category, fault_author=author, detail=detail)
-            attempts.append(AttemptResult(
-                battle_id=battle_id, domain="retail", split="test", task_index=task_index,
-                task_id=f"tau2-{task_index}", attempt=number, context_id=f"ctx-{task_index}-{number}",
-                outcome=outcome, reward=None if outcome == "infra_error" else float(outcome == "success"),
-                steps=10 + number, duration_s=1.5 * number, termination_reason="user_stop", failure=failure,
-                breakdown=RewardBreakdown(reward=float(outcome == "success"), db_match=outcome == "success",
-                                          action_total=3, action_met=3 if outcome == "success" else 1),
-                trajectory_file=f"trajectories/{task_index}-{number}.jsonl",
-            ))
+            attempts.append(
+                AttemptResult(
+                    battle_id=battle_id,
+                    domain="retail",
+                    split="test",
+                    task_index=task_index,
+                    task_id=f"tau2-{task_index}",
+                    attempt=number,
+                    context_id=f"ctx-{task_index}-{number}",
+                    outcome=outcome,
+                    reward=None if outcome == "infra_error" else float(outcome == "success"),
+                    steps=10 + number,
+                    duration_s=1.5 * number,
+                    termination_reason="user_stop",
+                    failure=failure,
+                    breakdown=RewardBreakdown(
+                        reward=float(outcome == "success"),
+                        db_match=outcome == "success",
+                        action_total=3,
+                        action_met=3 if outcome == "success" else 1,
+                    ),
+                    trajectory_file=f"trajectories/{task_index}-{number}.jsonl",
+                )
+            )
     trials = {f"retail/test/{t}": [a.trial_outcome for a in attempts if a.task_index == t] for t in outcomes}
     summary = summarize_trials(trials, k_max=2, n_bootstrap=50).model_dump(mode="json")
     failures: dict[str, int] = {}
@@ -61,9 +81,15 @@ def make_result(battle_id: str = "demo-1", outcomes: dict[int, list[Outcome]] | 
         if attempt.failure is not None:
             failures[attempt.failure.category.value] = failures.get(attempt.failure.category.value, 0) + 1
     return BattleResult(
-        battle_id=battle_id, white_agent_url="http://white:9004", config={"k": 2, "domain": "retail"},
-        started_at="2026-11-22T00:00:00Z", finished_at="2026-11-22T00:01:00Z", duration_s=60.0,
-        attempts=attempts, summary=summary, failure_breakdown=failures,
+        battle_id=battle_id,
+        white_agent_url="http://white:9004",
+        config={"k": 2, "domain": "retail"},
+        started_at="2026-11-22T00:00:00Z",
+        finished_at="2026-11-22T00:01:00Z",
+        duration_s=60.0,
+        attempts=attempts,
+        summary=summary,
+        failure_breakdown=failures,
         infrastructure_errors=sum(1 for a in attempts if a.outcome == "infra_error"),
         status=status,  # type: ignore[arg-type]
     )
@@ -98,7 +124,8 @@ def test_csv_has_one_row_per_attempt_in_order_with_the_failure_taxonomy(tmp_path
     rows = csv_rows(export_battles(run_dir(tmp_path, result), ExportFormat.CSV).text)
     assert list(rows[0]) == list(CSV_COLUMNS)
     assert [(r["task_index"], r["attempt"], r["outcome"]) for r in rows] == [
-        (str(a.task_index), str(a.attempt), a.outcome) for a in result.attempts]
+        (str(a.task_index), str(a.attempt), a.outcome) for a in result.attempts
+    ]
     failed = rows[1]
     assert failed["failure_category"] == "format_error" and failed["fault_author"] == "white_agent"
     assert failed["counted"] == "true" and failed["reward"] == "0.0" and failed["k"] == "2"
@@ -109,15 +136,19 @@ def test_csv_has_one_row_per_attempt_in_order_with_the_failure_taxonomy(tmp_path
 
 def test_csv_does_not_let_a_spreadsheet_evaluate_agent_text(tmp_path: Path) -> None:
     rows = csv_rows(export_battles(run_dir(tmp_path, make_result()), ExportFormat.CSV).text)
-    assert rows[1]["failure_detail"] == "'=HYPERLINK(\"http://x\")"
+    assert rows[1]["failure_detail"] == '\'=HYPERLINK("http://x")'
     assert rows[0]["duration_s"] == "1.5"  # numbers are left alone
 
 
 def test_backend_battle_record_names_its_participants(tmp_path: Path) -> None:
     result = make_result()
-    record = {"battle_id": "b-9", "state": "finished", "green_agent_id": "g-1",
-              "opponents": [{"name": "white_agent", "agent_id": "w-1"}],
-              "result": {"winner": "green_agent", "detail": result.model_dump(mode="json")}}
+    record = {
+        "battle_id": "b-9",
+        "state": "finished",
+        "green_agent_id": "g-1",
+        "opponents": [{"name": "white_agent", "agent_id": "w-1"}],
+        "result": {"winner": "green_agent", "detail": result.model_dump(mode="json")},
+    }
     path = tmp_path / "battle.json"
     path.write_text(json.dumps(record), encoding="utf-8")
     document = json.loads(export_battles(path, ExportFormat.RESULTS_JSON).text)
@@ -130,8 +161,14 @@ def test_backend_battle_record_names_its_participants(tmp_path: Path) -> None:
 def test_a_results_json_turns_into_csv_across_its_battles(tmp_path: Path) -> None:
     first, second = make_result("b-1"), make_result("b-2")
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({"participants": {"white_agent": "w"},
-                                "results": [first.model_dump(mode="json"), second.model_dump(mode="json")]}))
+    path.write_text(
+        json.dumps(
+            {
+                "participants": {"white_agent": "w"},
+                "results": [first.model_dump(mode="json"), second.model_dump(mode="json")],
+            }
+        )
+    )
     rows = csv_rows(export_battles(path, ExportFormat.CSV).text)
     assert [r["battle_id"] for r in rows] == ["b-1"] * 4 + ["b-2"] * 4
     assert json.loads(export_battles(path, ExportFormat.RESULTS_JSON).text)["participants"] == {"white_agent": "w"}
@@ -148,8 +185,9 @@ def test_a_results_json_turns_into_csv_across_its_battles(tmp_path: Path) -> Non
         ('{"hello": 1}', "neither a summary.json"),
     ],
 )
-def test_sources_that_are_not_finished_battles_are_refused_with_the_reason(tmp_path: Path, content: str | None,
-                                                                           message: str) -> None:
+def test_sources_that_are_not_finished_battles_are_refused_with_the_reason(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
     source = tmp_path / "run"
     source.mkdir()
     if content is not None:
@@ -189,12 +227,14 @@ def test_command_writes_the_file_or_standard_output(tmp_path: Path) -> None:
     assert wrong.exit_code == 2
 
 
-OUTCOMES = st.sampled_from([
-    ("success", None, ""),
-    ("failure", FailureCategory.TASK_INCOMPLETE, "db differs"),
-    ("failure", FailureCategory.TIMEOUT, "+1 step over"),
-    ("infra_error", FailureCategory.HARNESS_ERROR, "@evaluator raised"),
-])
+OUTCOMES = st.sampled_from(
+    [
+        ("success", None, ""),
+        ("failure", FailureCategory.TASK_INCOMPLETE, "db differs"),
+        ("failure", FailureCategory.TIMEOUT, "+1 step over"),
+        ("infra_error", FailureCategory.HARNESS_ERROR, "@evaluator raised"),
+    ]
+)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -125,11 +125,11 @@ async def test_a_changed_setting_registers_a_new_agent(backend: RunningBackend, 
 
 
 async def test_agents_without_launchers_are_registered_with_an_empty_launcher_url(
-        backend: RunningBackend, fakes: Fakes) -> None:
+    backend: RunningBackend, fakes: Fakes
+) -> None:
     fakes.agent("green", "g")
     fakes.agent("white", "w")
-    registration = await register_agents(
-        options_for(backend, fakes, green_launcher_url="", white_launcher_url=""))
+    registration = await register_agents(options_for(backend, fakes, green_launcher_url="", white_launcher_url=""))
     records = {r["agent_id"]: r["register_info"] for r in await agents(backend)}
     assert records[registration.white_id]["launcher_url"] == ""
     assert records[registration.green_id]["launcher_url"] == ""
@@ -157,8 +157,9 @@ async def test_gives_up_naming_what_did_not_answer(backend: RunningBackend, fake
     assert await agents(backend) == []
 
 
-async def test_a_refused_registration_is_an_error_with_the_backends_answer(backend: RunningBackend,
-                                                                          fakes: Fakes) -> None:
+async def test_a_refused_registration_is_an_error_with_the_backends_answer(
+    backend: RunningBackend, fakes: Fakes
+) -> None:
     mount_all(fakes)
     rejecting = Starlette()
     fakes.mount("broken", rejecting)  # answers 404 for the card path: the backend cannot fetch a card there
@@ -178,8 +179,7 @@ async def test_a_refused_registration_is_an_error_with_the_backends_answer(backe
             await self.inner.aclose()
 
     with pytest.raises(RegistrationError, match=r"POST .*/agents \(arena-replay-white\) answered HTTP 400"):
-        await register_agents(options_for(backend, fakes, white_url=f"{fakes.url}/broken"),
-                              transport=CardOnlyForUs())
+        await register_agents(options_for(backend, fakes, white_url=f"{fakes.url}/broken"), transport=CardOnlyForUs())
 
 
 @pytest.mark.parametrize(
@@ -200,13 +200,29 @@ async def test_bad_options_are_configuration_errors_naming_the_option(overrides:
 
 async def test_the_command_prints_the_ids_and_exits_zero(backend: RunningBackend, fakes: Fakes) -> None:
     mount_all(fakes)
-    argv = [sys.executable, "-m", "launcher", "register", "--backend", backend.url,
-            "--green", f"{fakes.url}/green", "--green-launcher", f"{fakes.url}/green-launcher",
-            "--white", f"{fakes.url}/white", "--white-launcher", f"{fakes.url}/white-launcher", "--wait", "30"]
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        "register",
+        "--backend",
+        backend.url,
+        "--green",
+        f"{fakes.url}/green",
+        "--green-launcher",
+        f"{fakes.url}/green-launcher",
+        "--white",
+        f"{fakes.url}/white",
+        "--white-launcher",
+        f"{fakes.url}/white-launcher",
+        "--wait",
+        "30",
+    ]
     outputs = []
     for _ in range(2):
-        process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                       stderr=asyncio.subprocess.PIPE)
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
         try:
             async with asyncio.timeout(LIMIT_S):
                 stdout, stderr = await process.communicate()
@@ -219,23 +235,42 @@ async def test_the_command_prints_the_ids_and_exits_zero(backend: RunningBackend
     first, second = outputs
     assert first["green_agent"]["created"] and first["white_agent"]["created"]
     assert not second["green_agent"]["created"] and not second["white_agent"]["created"]
-    assert second["battle_request"] == first["battle_request"] == {
-        "green_agent_id": first["green_agent"]["agent_id"],
-        "opponents": [{"name": "white_agent", "agent_id": first["white_agent"]["agent_id"]}],
-    }
+    assert (
+        second["battle_request"]
+        == first["battle_request"]
+        == {
+            "green_agent_id": first["green_agent"]["agent_id"],
+            "opponents": [{"name": "white_agent", "agent_id": first["white_agent"]["agent_id"]}],
+        }
+    )
 
 
 def test_command_exit_codes_for_bad_options_and_an_absent_backend() -> None:
     runner = CliRunner()
-    bad = runner.invoke(app, ["register", "--backend", "backend:9000", "--green", "http://g:1", "--white", "http://w:1"])
+    bad = runner.invoke(
+        app, ["register", "--backend", "backend:9000", "--green", "http://g:1", "--white", "http://w:1"]
+    )
     assert bad.exit_code == 2 and "--backend" in bad.output
-    absent = runner.invoke(app, ["register", "--backend", "http://127.0.0.1:9", "--green", "http://127.0.0.1:9",
-                                 "--white", "http://127.0.0.1:9", "--wait", "0"])
+    absent = runner.invoke(
+        app,
+        [
+            "register",
+            "--backend",
+            "http://127.0.0.1:9",
+            "--green",
+            "http://127.0.0.1:9",
+            "--white",
+            "http://127.0.0.1:9",
+            "--wait",
+            "0",
+        ],
+    )
     assert absent.exit_code == 1 and "the backend" in absent.output
 
 
 async def test_a_fractional_battle_timeout_is_registered_in_whole_seconds_and_found_again(
-        backend: RunningBackend, fakes: Fakes) -> None:
+    backend: RunningBackend, fakes: Fakes
+) -> None:
     mount_all(fakes)
     first = await register_agents(options_for(backend, fakes, battle_timeout_s=90.2))
     again = await register_agents(options_for(backend, fakes, battle_timeout_s=90.2))

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings, RetryPolicy
-from green_agent.service.operator_auth import OperatorToken, bearer_header
 from green_agent.service.a2a_server import create_app
+from green_agent.service.operator_auth import OperatorToken, bearer_header
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent
@@ -46,13 +46,20 @@ def _seed_dataset(assistant_id: str, answer: str) -> dict[str, Any]:
                 "assistant": answer,
                 "ground_truth_assistant": "5 + 3 equals 8",
                 "agentic": {
-                    "tools_used": [{"tool_name": "calculator", "parameters": {"operation": "add", "a": 5, "b": 3},
-                                    "result": 8, "step": 1}],
+                    "tools_used": [
+                        {
+                            "tool_name": "calculator",
+                            "parameters": {"operation": "add", "a": 5, "b": 3},
+                            "result": 8,
+                            "step": 1,
+                        }
+                    ],
                     "final_answer_uses_tools": True,
                 },
                 "ground_truth_agentic": {
-                    "expected_tools": [{"tool_name": "calculator", "parameters": {"operation": "add", "a": 5, "b": 3},
-                                        "step": 1}],
+                    "expected_tools": [
+                        {"tool_name": "calculator", "parameters": {"operation": "add", "a": 5, "b": 3}, "step": 1}
+                    ],
                     "tool_sequence_matters": False,
                 },
             }
@@ -65,7 +72,10 @@ SEED_GROQ_REQUEST: dict[str, Any] = {
         "class_path": "langchain_groq.chat_models.ChatGroq",
         "params": {"model": "llama-3.3-70b-versatile", "api_key": SEED_GROQ_KEY, "temperature": 0.0},
     },
-    "datasets": [_seed_dataset("agent_response_1", "The result is 8."), _seed_dataset("agent_response_2", "5 + 3 is 8.")],
+    "datasets": [
+        _seed_dataset("agent_response_1", "The result is 8."),
+        _seed_dataset("agent_response_2", "5 + 3 is 8."),
+    ],
     "config": {"threshold": 0.7, "tool_threshold": 0.75, "verbose": False},
 }
 
@@ -83,8 +93,14 @@ async def green_server(tmp_path: Path, settings: EvaluationsSettings, **app_opti
     component = EvaluationsComponent(settings)
     token = OperatorToken(TEST_OPERATOR_TOKEN)
     async with serve_app_factory(
-        lambda url: create_app(url, runs_dir=tmp_path / "runs", scoring_workers=1, components=[component],
-                               operator_token=token, **app_options),
+        lambda url: create_app(
+            url,
+            runs_dir=tmp_path / "runs",
+            scoring_workers=1,
+            components=[component],
+            operator_token=token,
+            **app_options,
+        ),
         startup_timeout_s=120,
     ) as url:
         yield url
@@ -112,6 +128,7 @@ async def finance_agent() -> AsyncIterator[str]:
 @contextlib.asynccontextmanager
 async def white_agent(agent: TurnAgent, name: str = "test agent") -> AsyncIterator[str]:
     """Any TurnAgent over A2A; yields its base URL."""
-    async with serve_app_factory(lambda url: create_white_app(agent, card_url=url + "/", name=name,
-                                                              description=name)) as url:
+    async with serve_app_factory(
+        lambda url: create_white_app(agent, card_url=url + "/", name=name, description=name)
+    ) as url:
         yield url

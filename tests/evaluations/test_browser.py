@@ -20,8 +20,16 @@ from white_agent.server import AgentReply
 pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 
 
@@ -59,8 +67,11 @@ async def test_page_uploads_streams_live_and_downloads_json(tmp_path: Path) -> N
     total = len(csv_text.strip().splitlines()) - 1
     gate = asyncio.Event()
     settings = EvaluationsSettings(judge=judge_settings(tmp_path))
-    async with white_agent(GatedFinanceAgent(gate)) as white, green_server(tmp_path, settings) as url, \
-            async_playwright() as playwright:
+    async with (
+        white_agent(GatedFinanceAgent(gate)) as white,
+        green_server(tmp_path, settings) as url,
+        async_playwright() as playwright,
+    ):
         browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:
             context = await browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
@@ -81,7 +92,9 @@ async def test_page_uploads_streams_live_and_downloads_json(tmp_path: Path) -> N
             transfer = await page.evaluate_handle(
                 """(text) => { const dt = new DataTransfer();
                                dt.items.add(new File([text], 'finance_suite.csv', {type: 'text/csv'}));
-                               return dt; }""", csv_text)
+                               return dt; }""",
+                csv_text,
+            )
             await page.dispatch_event("#drop-zone", "drop", {"dataTransfer": transfer})
             await page.locator("#file-name", has_text="finance_suite.csv").wait_for()
             await page.click("#run-button")

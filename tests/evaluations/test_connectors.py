@@ -11,17 +11,25 @@ from green_agent.evaluations.connectors import redact
 KEY = "sk-super-secret-value-42"
 
 
-@pytest.mark.parametrize("class_path, provider, base_url", [
-    ("langchain_groq.chat_models.ChatGroq", "groq", "https://api.groq.com/openai/v1"),
-    ("langchain_openai.chat_models.ChatOpenAI", "openai", "https://api.openai.com/v1"),
-    ("langchain_google_genai.chat_models.ChatGoogleGenerativeAI", "gemini",
-     "https://generativelanguage.googleapis.com/v1beta/openai/"),
-    ("langchain_ollama.chat_models.ChatOllama", "ollama", "http://localhost:11434/v1"),
-])
-def test_documented_class_paths_map_to_openai_compatible_endpoints(class_path: str, provider: str,
-                                                                   base_url: str) -> None:
-    resolved = resolve_connector({"class_path": class_path, "params": {"model": "m", "api_key": KEY,
-                                                                        "temperature": 0.3}}, environ={})
+@pytest.mark.parametrize(
+    "class_path, provider, base_url",
+    [
+        ("langchain_groq.chat_models.ChatGroq", "groq", "https://api.groq.com/openai/v1"),
+        ("langchain_openai.chat_models.ChatOpenAI", "openai", "https://api.openai.com/v1"),
+        (
+            "langchain_google_genai.chat_models.ChatGoogleGenerativeAI",
+            "gemini",
+            "https://generativelanguage.googleapis.com/v1beta/openai/",
+        ),
+        ("langchain_ollama.chat_models.ChatOllama", "ollama", "http://localhost:11434/v1"),
+    ],
+)
+def test_documented_class_paths_map_to_openai_compatible_endpoints(
+    class_path: str, provider: str, base_url: str
+) -> None:
+    resolved = resolve_connector(
+        {"class_path": class_path, "params": {"model": "m", "api_key": KEY, "temperature": 0.3}}, environ={}
+    )
     assert (resolved.provider, resolved.base_url, resolved.model) == (provider, base_url, "m")
     assert resolved.api_key.get_secret_value() == KEY
     assert resolved.requested_temperature == 0.3
@@ -29,8 +37,9 @@ def test_documented_class_paths_map_to_openai_compatible_endpoints(class_path: s
     assert class_path in SUPPORTED_CLASS_PATHS
 
 
-@pytest.mark.parametrize("class_path", ["os.system", "langchain_groq.chat_models.ChatGroqX", "builtins.eval",
-                                        "subprocess.Popen"])
+@pytest.mark.parametrize(
+    "class_path", ["os.system", "langchain_groq.chat_models.ChatGroqX", "builtins.eval", "subprocess.Popen"]
+)
 def test_other_class_paths_are_refused_without_importing(class_path: str) -> None:
     with pytest.raises(ConnectorError, match="unsupported connector.class_path"):
         resolve_connector({"class_path": class_path, "params": {"model": "m", "api_key": KEY}}, environ={})
@@ -45,8 +54,10 @@ def test_llm_api_key_is_the_fallback() -> None:
 
 
 def test_ollama_needs_no_key_and_its_base_url_gets_v1() -> None:
-    block = {"class_path": "langchain_ollama.chat_models.ChatOllama",
-             "params": {"model": "llama3", "base_url": "http://ollama:11434"}}
+    block = {
+        "class_path": "langchain_ollama.chat_models.ChatOllama",
+        "params": {"model": "llama3", "base_url": "http://ollama:11434"},
+    }
     with pytest.raises(ConnectorError, match="base_url is not accepted by this server"):
         resolve_connector(block, environ={})
     resolved = resolve_connector(block, environ={}, allow_base_url=True)
@@ -63,8 +74,10 @@ def test_errors_never_contain_the_key() -> None:
     bad = [
         {"class_path": "x.Y", "params": {"api_key": KEY, "model": "m"}},
         {"class_path": "langchain_groq.chat_models.ChatGroq", "params": {"api_key": KEY}},
-        {"class_path": "langchain_groq.chat_models.ChatGroq", "params": {"api_key": KEY, "model": "m",
-                                                                         "temperature": KEY}},
+        {
+            "class_path": "langchain_groq.chat_models.ChatGroq",
+            "params": {"api_key": KEY, "model": "m", "temperature": KEY},
+        },
         {"class_path": "langchain_groq.chat_models.ChatGroq", "params": KEY},
     ]
     for block in bad:

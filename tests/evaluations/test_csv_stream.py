@@ -28,8 +28,9 @@ HEADER = "test_id,query,expected_tool,expected_args,expected_response_contains\n
 
 async def _events(client: httpx.AsyncClient, csv: bytes, **fields: str) -> list[tuple[str, dict[str, Any]]]:
     events: list[tuple[str, dict[str, Any]]] = []
-    async with client.stream("POST", "/evaluations/run", files={"file": ("suite.csv", csv, "text/csv")},
-                             data=fields) as response:
+    async with client.stream(
+        "POST", "/evaluations/run", files={"file": ("suite.csv", csv, "text/csv")}, data=fields
+    ) as response:
         assert response.status_code == 200, await response.aread()
         assert response.headers["content-type"].startswith("text/event-stream")
         name = None
@@ -45,18 +46,24 @@ async def _events(client: httpx.AsyncClient, csv: bytes, **fields: str) -> list[
 async def test_event_sequence_against_the_finance_agent(tmp_path: Path) -> None:
     settings = EvaluationsSettings(judge=judge_settings(tmp_path))
     csv = SAMPLE_CSV.read_bytes()
-    async with finance_agent() as white, green_server(tmp_path, settings) as url, \
-            operator_client(url, timeout=60) as client:
+    async with (
+        finance_agent() as white,
+        green_server(tmp_path, settings) as url,
+        operator_client(url, timeout=60) as client,
+    ):
         events = await _events(client, csv, agent_url=white, concurrency="1")
         concurrent = await _events(client, csv, agent_url=white, concurrency="8")
 
         # request errors are answered before any stream starts
-        invalid = await client.post("/evaluations/run", files={"file": ("s.csv", HEADER.encode() +
-                                                                         b't1,q,a,"{bad",\n', "text/csv")},
-                                    data={"agent_url": white})
+        invalid = await client.post(
+            "/evaluations/run",
+            files={"file": ("s.csv", HEADER.encode() + b't1,q,a,"{bad",\n', "text/csv")},
+            data={"agent_url": white},
+        )
         no_agent = await client.post("/evaluations/run", files={"file": ("s.csv", csv, "text/csv")})
-        too_big = await client.post("/evaluations/run", files={"file": ("s.csv", b"x" * (6 * 1024 * 1024))},
-                                    data={"agent_url": white})
+        too_big = await client.post(
+            "/evaluations/run", files={"file": ("s.csv", b"x" * (6 * 1024 * 1024))}, data={"agent_url": white}
+        )
         no_file = await client.post("/evaluations/run", data={"agent_url": white})
         unreachable = await _events(client, csv, agent_url="http://127.0.0.1:9")
 
@@ -73,8 +80,13 @@ async def test_event_sequence_against_the_finance_agent(tmp_path: Path) -> None:
     assert by_id["fin-001"]["judge"]["kind"] == "lexical" and by_id["fin-001"]["judge_explanation"]
     assert by_id["fin-011"]["status"] == "failed"  # the demo agent has no dividend-yield tool
     summary = events[-1][1]
-    assert (summary["total"], summary["passed"], summary["failed"], summary["errored"], summary["unscored"]) == \
-        (total, total - 1, 1, 0, 0)
+    assert (summary["total"], summary["passed"], summary["failed"], summary["errored"], summary["unscored"]) == (
+        total,
+        total - 1,
+        1,
+        0,
+        0,
+    )
     assert summary["judge"]["kind"] == "lexical"
 
     # concurrency: every case starts before its result, the summary comes last and matches
@@ -84,9 +96,14 @@ async def test_event_sequence_against_the_finance_agent(tmp_path: Path) -> None:
     assert concurrent[-1][0] == "summary" and concurrent[-1][1]["passed"] == total - 1
 
     assert invalid.status_code == 422
-    assert invalid.json()["problems"] == [{"row": 2, "column": "expected_args",
-                                           "message": "expected_args is not valid JSON: Expecting property name "
-                                                      "enclosed in double quotes at character 2"}]
+    assert invalid.json()["problems"] == [
+        {
+            "row": 2,
+            "column": "expected_args",
+            "message": "expected_args is not valid JSON: Expecting property name "
+            "enclosed in double quotes at character 2",
+        }
+    ]
     assert no_agent.status_code == 400 and "agent_url is required" in no_agent.json()["error"]
     assert too_big.status_code == 413
     assert no_file.status_code == 400
@@ -109,24 +126,32 @@ class NoTraceAgent:
 
 
 async def test_missing_trace_agent_failure_and_unscored_judge(tmp_path: Path) -> None:
-    csv = (HEADER + 't1,Price of AAPL?,get_stock_price,"{""ticker"": ""AAPL""}",195.20\n'
-           "t2,please fail,get_stock_price,,\n"
-           "t3,Say hi,,,\n").encode()
+    csv = (
+        HEADER + 't1,Price of AAPL?,get_stock_price,"{""ticker"": ""AAPL""}",195.20\n'
+        "t2,please fail,get_stock_price,,\n"
+        "t3,Say hi,,,\n"
+    ).encode()
     fake = make_fake_openai(lambda body: error_reply(500, "judge down"))
     async with serve_app(fake) as fake_url:
         settings = EvaluationsSettings(judge=judge_settings(tmp_path, base_url_overrides={"openai": fake_url + "/v1"}))
-        connector = json.dumps({"class_path": "langchain_openai.chat_models.ChatOpenAI",
-                                "params": {"model": "judge", "api_key": "sk-test"}})
-        async with white_agent(NoTraceAgent()) as white, green_server(tmp_path, settings) as url, \
-                operator_client(url, timeout=60) as client:
+        connector = json.dumps(
+            {
+                "class_path": "langchain_openai.chat_models.ChatOpenAI",
+                "params": {"model": "judge", "api_key": "sk-test"},
+            }
+        )
+        async with (
+            white_agent(NoTraceAgent()) as white,
+            green_server(tmp_path, settings) as url,
+            operator_client(url, timeout=60) as client,
+        ):
             lexical = await _events(client, csv, agent_url=white, concurrency="1")
             judged = await _events(client, csv, agent_url=white, concurrency="1", judge="llm", connector=connector)
 
     results = {d["test_id"]: d for n, d in lexical if n == "test_case_result"}
     t1 = results["t1"]
     assert t1["status"] == "failed"  # faithful text, but no trace: selection and arguments 0
-    assert t1["scores"] == {"tool_selection": 0.0, "argument_match": 0.0, "faithfulness": 1.0,
-                            "overall": 1 / 3}
+    assert t1["scores"] == {"tool_selection": 0.0, "argument_match": 0.0, "faithfulness": 1.0, "overall": 1 / 3}
     assert any("trace missing" in note for note in t1["notes"])
     t2 = results["t2"]
     assert t2["status"] == "errored" and "failed" in t2["error"] and "backend unavailable" in t2["error"]

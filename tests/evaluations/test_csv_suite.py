@@ -22,7 +22,9 @@ def test_the_sample_suite_is_valid() -> None:
     assert 9 <= len(suite.cases) <= 12
     compare = next(c for c in suite.cases if c.test_id == "fin-007")
     assert [(e.name, e.arguments) for e in compare.expected_tools] == [
-        ("get_stock_price", {"ticker": "AAPL"}), ("get_stock_price", {"ticker": "MSFT"})]
+        ("get_stock_price", {"ticker": "AAPL"}),
+        ("get_stock_price", {"ticker": "MSFT"}),
+    ]
     assert compare.expected_keywords == ["195.20", "425.50"]
     assert compare.row == 8
     no_tool = next(c for c in suite.cases if c.test_id == "fin-010")
@@ -30,10 +32,12 @@ def test_the_sample_suite_is_valid() -> None:
 
 
 def test_doubled_quotes_bom_crlf_blank_rows_and_extra_columns() -> None:
-    text = ("\ufeffTest_ID , Query,expected_tool,expected_args,expected_response_contains,owner\r\n"
-            't1,"Price of ""AAPL""?",get_stock_price,"{""ticker"": ""AAPL""}"," AAPL , 195.20 ,",me\r\n'
-            ",,,,,\r\n"
-            "t2,Hello,,,\r\n")
+    text = (
+        "\ufeffTest_ID , Query,expected_tool,expected_args,expected_response_contains,owner\r\n"
+        't1,"Price of ""AAPL""?",get_stock_price,"{""ticker"": ""AAPL""}"," AAPL , 195.20 ,",me\r\n'
+        ",,,,,\r\n"
+        "t2,Hello,,,\r\n"
+    )
     suite = parse_csv_suite(text.encode())
     first, second = suite.cases
     assert first.query == 'Price of "AAPL"?'
@@ -50,24 +54,39 @@ def test_missing_columns_are_named() -> None:
 
 
 def test_every_row_problem_has_row_and_column() -> None:
-    text = HEADER + "\n".join([  # noqa: FLY002 - one commented row per line
-        't1,ok,get_stock_price,"{""ticker"": ""AAPL""}",',                        # row 2: fine
-        "t2,bad json,get_stock_price,\"{'ticker': 'AAPL'}\",",                     # row 3: single quotes
-        't3,mismatch,"[""a"", ""b""]","[{""x"": 1}]",',                          # row 4: 2 tools, 1 args object
-        't4,object for two,"[""a"", ""b""]","{""x"": 1}",',                      # row 5: one object for 2 tools
-        't5,bad tool list,"[""a"", 3]",,',                                        # row 6: not names
-        't1,duplicate id,get_stock_price,,',                                      # row 7: duplicate test_id
-        "t7,,get_stock_price,,",                                                  # row 8: empty query
-        't8,args without tool,,"{""x"": 1}",',                                    # row 9
-        ",no id,get_stock_price,,",                                               # row 10
-        't10,broken json,get_stock_price,"{""ticker"": }",',                      # row 11
-        "t11,bad tool name,get stock price,,",                                    # row 12
-    ]) + "\n"
+    text = (
+        HEADER
+        + "\n".join(
+            [
+                't1,ok,get_stock_price,"{""ticker"": ""AAPL""}",',  # row 2: fine
+                "t2,bad json,get_stock_price,\"{'ticker': 'AAPL'}\",",  # row 3: single quotes
+                't3,mismatch,"[""a"", ""b""]","[{""x"": 1}]",',  # row 4: 2 tools, 1 args object
+                't4,object for two,"[""a"", ""b""]","{""x"": 1}",',  # row 5: one object for 2 tools
+                't5,bad tool list,"[""a"", 3]",,',  # row 6: not names
+                "t1,duplicate id,get_stock_price,,",  # row 7: duplicate test_id
+                "t7,,get_stock_price,,",  # row 8: empty query
+                't8,args without tool,,"{""x"": 1}",',  # row 9
+                ",no id,get_stock_price,,",  # row 10
+                't10,broken json,get_stock_price,"{""ticker"": }",',  # row 11
+                "t11,bad tool name,get stock price,,",  # row 12
+            ]
+        )
+        + "\n"
+    )
     problems = _problems(text)
     where = [(r, c) for r, c, _m in problems]
-    assert where == [(3, "expected_args"), (4, "expected_args"), (5, "expected_args"), (6, "expected_tool"),
-                     (7, "test_id"), (8, "query"), (9, "expected_args"), (10, "test_id"), (11, "expected_args"),
-                     (12, "expected_tool")]
+    assert where == [
+        (3, "expected_args"),
+        (4, "expected_args"),
+        (5, "expected_args"),
+        (6, "expected_tool"),
+        (7, "test_id"),
+        (8, "query"),
+        (9, "expected_args"),
+        (10, "test_id"),
+        (11, "expected_args"),
+        (12, "expected_tool"),
+    ]
     messages = {(r, c): m for r, c, m in problems}
     assert "double quotes" in messages[(3, "expected_args")]
     assert "names 2 tool(s) but expected_args has 1 argument object(s)" in messages[(4, "expected_args")]

@@ -16,8 +16,9 @@ runner = CliRunner()
 
 def test_score_run_format_offline(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    result = runner.invoke(app, ["score", str(REPO / "scenarios" / "agentic_conversations.json"), "--judge",
-                                 "lexical", "--out", str(out)])
+    result = runner.invoke(
+        app, ["score", str(REPO / "scenarios" / "agentic_conversations.json"), "--judge", "lexical", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert "inconsistent" in result.output and "pass^3" in result.output
     body = json.loads(out.read_text())
@@ -29,21 +30,29 @@ def test_score_run_format_offline(tmp_path: Path) -> None:
 
 def test_score_samples_format_offline(tmp_path: Path) -> None:
     out = tmp_path / "samples.json"
-    result = runner.invoke(app, ["score", str(REPO / "scenarios" / "agent_traces.json"), "--judge", "lexical",
-                                 "--out", str(out)])
+    result = runner.invoke(
+        app, ["score", str(REPO / "scenarios" / "agent_traces.json"), "--judge", "lexical", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert "tool_call_accuracy[strict]" in result.output  # rich markup must not eat the mode
     body = json.loads(out.read_text())
     summary = {s["metric"]: s["mean"] for s in body["summary"]}
-    assert summary["tool_call_accuracy[strict]"] == 0.5     # the investment call adds a compounding argument
-    assert summary["tool_call_accuracy[flexible]"] == 1.0   # 3 of 3 reference arguments match
-    assert body["judges"] == [{"kind": "lexical", "name": "lexical", "version": "lexical-v1",
-                               "method": "keyword containment and token overlap (offline, deterministic)"}]
+    assert summary["tool_call_accuracy[strict]"] == 0.5  # the investment call adds a compounding argument
+    assert summary["tool_call_accuracy[flexible]"] == 1.0  # 3 of 3 reference arguments match
+    assert body["judges"] == [
+        {
+            "kind": "lexical",
+            "name": "lexical",
+            "version": "lexical-v1",
+            "method": "keyword containment and token overlap (offline, deterministic)",
+        }
+    ]
 
 
 def test_score_json_only_and_bad_files(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["score", str(REPO / "scenarios" / "agentic_conversations.json"), "--judge",
-                                 "lexical", "--json"])
+    result = runner.invoke(
+        app, ["score", str(REPO / "scenarios" / "agentic_conversations.json"), "--judge", "lexical", "--json"]
+    )
     assert result.exit_code == 0
     assert json.loads(result.stdout)["kind"] == "run"
     bad = tmp_path / "bad.json"
@@ -58,8 +67,21 @@ def test_score_json_only_and_bad_files(tmp_path: Path) -> None:
 
 def test_eval_csv_with_the_finance_demo(tmp_path: Path) -> None:
     out = tmp_path / "csv.json"
-    result = runner.invoke(app, ["eval-csv", str(SAMPLE_CSV), "--agent", "finance-demo", "--out", str(out),
-                                 "--concurrency", "8", "--log-dir", str(tmp_path / "logs")])
+    result = runner.invoke(
+        app,
+        [
+            "eval-csv",
+            str(SAMPLE_CSV),
+            "--agent",
+            "finance-demo",
+            "--out",
+            str(out),
+            "--concurrency",
+            "8",
+            "--log-dir",
+            str(tmp_path / "logs"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "started the offline finance demo agent" in result.output
     body = json.loads(out.read_text())

@@ -16,9 +16,14 @@ OFFLINE = JudgeSettings(offline=True, cache_path=None, environ={})
 
 
 def _conversation(session: str, answers: list[tuple[str, str, str]], **extra: Any) -> dict[str, Any]:
-    return {"session_id": session, "assistant_id": "agent", "conversation": [
-        {"qa_id": f"q{i}", "query": q, "assistant": a, "ground_truth_assistant": t, **extra}
-        for i, (q, a, t) in enumerate(answers)]}
+    return {
+        "session_id": session,
+        "assistant_id": "agent",
+        "conversation": [
+            {"qa_id": f"q{i}", "query": q, "assistant": a, "ground_truth_assistant": t, **extra}
+            for i, (q, a, t) in enumerate(answers)
+        ],
+    }
 
 
 RIGHT = ("What is 2 + 2?", "It is 4.", "4")
@@ -30,8 +35,9 @@ def _request(*datasets: dict[str, Any], **config: Any) -> dict[str, Any]:
 
 
 async def test_conversation_is_correct_only_when_every_interaction_is() -> None:
-    body = await run_agentic(_request(_conversation("a", [RIGHT, RIGHT]), _conversation("b", [RIGHT, WRONG]),
-                                      k=1), OFFLINE)
+    body = await run_agentic(
+        _request(_conversation("a", [RIGHT, RIGHT]), _conversation("b", [RIGHT, WRONG]), k=1), OFFLINE
+    )
     a, b = body["per_conversation_metrics"]
     assert (a["status"], a["correct_interactions"], a["is_fully_correct"]) == ("correct", 2, True)
     assert (b["status"], b["correct_interactions"], b["correct_indices"]) == ("incorrect", 1, [0])
@@ -44,7 +50,7 @@ async def test_unbiased_pass_k_verdict_and_projections() -> None:
     agg = (await run_agentic(_request(*datasets, k=3), OFFLINE))["aggregated_metrics"]
     assert agg["pass_at_k"] == 1.0 and agg["pass_pow_k"] == pytest.approx(0.4)
     assert agg["interpretation"] == "inconsistent"  # pass@3 >= 0.9, pass^3 < 0.7
-    assert agg["projections"]["pass_pow_k"] == pytest.approx(0.8 ** 3)  # the seed's plug-in, labelled
+    assert agg["projections"]["pass_pow_k"] == pytest.approx(0.8**3)  # the seed's plug-in, labelled
     assert agg["conversation_success_rate"] == 0.8
     assert agg["success_rate_ci"]["method"] == "wilson"
     assert agg["warnings"] == []
@@ -61,8 +67,10 @@ def test_unscored_conversations_leave_n_but_stay_in_the_totals() -> None:
 
 
 async def test_expected_tools_but_none_used_scores_zero_not_null() -> None:
-    interaction = {"agentic": {"tools_used": [], "final_answer_uses_tools": False},
-                   "ground_truth_agentic": {"expected_tools": [{"tool_name": "calc", "parameters": {"a": 1}}]}}
+    interaction = {
+        "agentic": {"tools_used": [], "final_answer_uses_tools": False},
+        "ground_truth_agentic": {"expected_tools": [{"tool_name": "calc", "parameters": {"a": 1}}]},
+    }
     body = await run_agentic(_request(_conversation("a", [RIGHT], **interaction)), OFFLINE)
     [tool] = body["per_conversation_metrics"][0]["tool_correctness_scores"]
     assert tool["overall_correctness"] == 0.0 and tool["is_correct"] is False

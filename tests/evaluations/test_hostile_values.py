@@ -20,10 +20,15 @@ HEADER = "test_id,query,expected_tool,expected_args,expected_response_contains\n
 
 def test_loads_bounded_refuses_what_json_would_crash_on() -> None:
     assert loads_bounded('{"a": [1, 2.5, "x\\ud800"]}') == {"a": [1, 2.5, "x\ufffd"]}
-    for text, reason in [("[" * 65 + "]" * 65, "nested 65 levels deep"), ("[" * 50_000, "nested"),
-                         ("1" * 1_001, "more than 1000 digits"), ("NaN", "NaN is not a JSON number"),
-                         ("[-Infinity]", "-Infinity is not a JSON number"), ("1e400", "out of range"),
-                         ("9" * 400, "out of range")]:
+    for text, reason in [
+        ("[" * 65 + "]" * 65, "nested 65 levels deep"),
+        ("[" * 50_000, "nested"),
+        ("1" * 1_001, "more than 1000 digits"),
+        ("NaN", "NaN is not a JSON number"),
+        ("[-Infinity]", "-Infinity is not a JSON number"),
+        ("1e400", "out of range"),
+        ("9" * 400, "out of range"),
+    ]:
         with pytest.raises(JsonRefused, match=reason):
             loads_bounded(text)
     with pytest.raises(json.JSONDecodeError):
@@ -56,14 +61,22 @@ def test_lexical_pool_matches_the_pairwise_rule() -> None:
     rng = random.Random(20240611)
     values = [0.0, 0.1, 8, 8.4, 8.5, 1967.15, 1967.1513572, 1e12, 1e12 + 500, 123456789.123, math.inf]
     for _ in range(3_000):
-        pool_tokens = [lexical.Number(rng.choice(values) * rng.choice([1, 1 + 1e-10, 1.01]), rng.randint(0, 9))
-                       for _ in range(rng.randint(0, 6))]
+        pool_tokens = [
+            lexical.Number(rng.choice(values) * rng.choice([1, 1 + 1e-10, 1.01]), rng.randint(0, 9))
+            for _ in range(rng.randint(0, 6))
+        ]
         pool_tokens += rng.sample(["price", "aapl", "revenue"], rng.randint(0, 2))
-        probe = rng.choice([lexical.Number(rng.choice(values) * rng.choice([1, 1 + 1e-10]), rng.randint(0, 9)),
-                            rng.choice(["price", "ticker"])])
+        probe = rng.choice(
+            [
+                lexical.Number(rng.choice(values) * rng.choice([1, 1 + 1e-10]), rng.randint(0, 9)),
+                rng.choice(["price", "ticker"]),
+            ]
+        )
         pool = lexical._Pool(pool_tokens)
-        assert (probe in pool) == any(lexical.token_matches(probe, other) for other in pool_tokens), (probe,
-                                                                                                        pool_tokens)
+        assert (probe in pool) == any(lexical.token_matches(probe, other) for other in pool_tokens), (
+            probe,
+            pool_tokens,
+        )
 
 
 def test_lexical_scoring_of_long_texts_is_not_quadratic() -> None:
@@ -73,8 +86,9 @@ def test_lexical_scoring_of_long_texts_is_not_quadratic() -> None:
     start = time.perf_counter()
     lexical.informative_recall(numbers, numbers[::-1], ignore=words)
     lexical.keyword_containment(words.split()[:5_000], words + " " + numbers)
-    lexical.response_faithfulness({"response": numbers, "expected_keywords": [],
-                                   "tool_calls": [{"result": numbers.split(), "arguments": {}}]})
+    lexical.response_faithfulness(
+        {"response": numbers, "expected_keywords": [], "tool_calls": [{"result": numbers.split(), "arguments": {}}]}
+    )
     # pairwise matching took minutes on these (10,000 x 10,000 comparisons each); indexed, well under a second
     assert time.perf_counter() - start < 10.0
 
@@ -86,7 +100,8 @@ def test_csv_header_checks_are_linear_and_bounded() -> None:
         parse_csv_suite(many.encode(), limits=CsvLimits(max_columns=1_000_000))
     assert time.perf_counter() - start < 10.0  # names.count() per column was quadratic: hours for this header
     assert [(p.row, p.column, p.message) for p in refused.value.problems] == [
-        (1, "test_id", "column appears more than once")]
+        (1, "test_id", "column appears more than once")
+    ]
     with pytest.raises(CsvValidationError) as capped:
         parse_csv_suite(many.encode())
     assert "at most 64 are accepted (max_columns)" in capped.value.problems[0].message

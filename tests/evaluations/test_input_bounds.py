@@ -32,16 +32,24 @@ from white_agent.server import AgentReply
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 HEADER = "test_id,query,expected_tool,expected_args,expected_response_contains\n"
-RUN_LIMITS = RunLimits(max_conversations=5, max_interactions_per_conversation=4, max_interactions=8,
-                       max_tools_per_interaction=3, max_text_chars=2_000, max_id_chars=40)
+RUN_LIMITS = RunLimits(
+    max_conversations=5,
+    max_interactions_per_conversation=4,
+    max_interactions=8,
+    max_tools_per_interaction=3,
+    max_text_chars=2_000,
+    max_id_chars=40,
+)
 CSV_LIMITS = CsvLimits(max_rows=20, max_columns=8, max_cell_chars=2_000, max_expected_tools=3)
 RUN_BODY_CAP = 64 * 1024
 
 
 def _strict_json(text: str) -> Any:
     """JSON.parse's rules: NaN / Infinity are not JSON."""
+
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -67,8 +75,9 @@ async def url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     tmp = tmp_path_factory.mktemp("input-bounds")
     # An LLM judge is allowed (so connector fields are parsed), but points at a closed port: nothing is judged.
     judge = judge_settings(tmp, base_url_overrides={"groq": "http://127.0.0.1:9/v1", "openai": "http://127.0.0.1:9/v1"})
-    settings = EvaluationsSettings(judge=judge, run_limits=RUN_LIMITS, csv_limits=CSV_LIMITS,
-                                   max_run_body_bytes=RUN_BODY_CAP)
+    settings = EvaluationsSettings(
+        judge=judge, run_limits=RUN_LIMITS, csv_limits=CSV_LIMITS, max_run_body_bytes=RUN_BODY_CAP
+    )
     async with green_server(tmp, settings) as base:
         yield base
 
@@ -80,8 +89,15 @@ def _lexical(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _conversation(session: str, turns: int, **fields: Any) -> dict[str, Any]:
-    interactions = [{"qa_id": f"{session}-{i}", "query": "What is 5 + 3?", "assistant": "8",
-                     "ground_truth_assistant": "5 + 3 equals 8"} for i in range(turns)]
+    interactions = [
+        {
+            "qa_id": f"{session}-{i}",
+            "query": "What is 5 + 3?",
+            "assistant": "8",
+            "ground_truth_assistant": "5 + 3 equals 8",
+        }
+        for i in range(turns)
+    ]
     for key, value in fields.items():
         interactions[0][key] = value
     return {"session_id": session, "conversation": interactions}
@@ -97,32 +113,65 @@ def _tools(n: int) -> list[dict[str, Any]]:
 
 OVER_LIMIT: list[tuple[str, dict[str, Any], str, str]] = [
     ("conversations", _run_body([_conversation(f"s{i}", 1) for i in range(6)]), "datasets", "max_conversations"),
-    ("interactions-per-conversation", _run_body([_conversation("s", 5)]), "datasets[0].conversation",
-     "max_interactions_per_conversation"),
-    ("interactions-in-total", _run_body([_conversation(f"s{i}", 3) for i in range(3)]), "datasets",
-     "max_interactions"),
-    ("query-length", _run_body([_conversation("s", 1, query="x" * 2_001)]), "datasets[0].conversation[0].query",
-     "max_text_chars"),
-    ("answer-length", _run_body([_conversation("s", 2), _conversation("t", 1, assistant="8 " * 1_001)]),
-     "datasets[1].conversation[0].assistant", "max_text_chars"),
-    ("context-length", _run_body([{**_conversation("s", 1), "context": "c" * 2_001}]), "datasets[0].context",
-     "max_text_chars"),
+    (
+        "interactions-per-conversation",
+        _run_body([_conversation("s", 5)]),
+        "datasets[0].conversation",
+        "max_interactions_per_conversation",
+    ),
+    ("interactions-in-total", _run_body([_conversation(f"s{i}", 3) for i in range(3)]), "datasets", "max_interactions"),
+    (
+        "query-length",
+        _run_body([_conversation("s", 1, query="x" * 2_001)]),
+        "datasets[0].conversation[0].query",
+        "max_text_chars",
+    ),
+    (
+        "answer-length",
+        _run_body([_conversation("s", 2), _conversation("t", 1, assistant="8 " * 1_001)]),
+        "datasets[1].conversation[0].assistant",
+        "max_text_chars",
+    ),
+    (
+        "context-length",
+        _run_body([{**_conversation("s", 1), "context": "c" * 2_001}]),
+        "datasets[0].context",
+        "max_text_chars",
+    ),
     ("session-id-length", _run_body([_conversation("s" * 41, 1)]), "datasets[0].session_id", "max_id_chars"),
-    ("qa-id-length", _run_body([_conversation("s", 1, qa_id="q" * 41)]), "datasets[0].conversation[0].qa_id",
-     "max_id_chars"),
-    ("tools-used", _run_body([_conversation("s", 1, agentic={"tools_used": _tools(4)})]),
-     "datasets[0].conversation[0].agentic.tools_used", "max_tools_per_interaction"),
-    ("expected-tools", _run_body([_conversation("s", 1, ground_truth_agentic={"expected_tools": _tools(4)})]),
-     "datasets[0].conversation[0].ground_truth_agentic.expected_tools", "max_tools_per_interaction"),
-    ("tool-name-length", _run_body([_conversation("s", 1, agentic={"tools_used": [{"tool_name": "t" * 41}]})]),
-     "datasets[0].conversation[0].agentic.tools_used[0].tool_name", "max_id_chars"),
+    (
+        "qa-id-length",
+        _run_body([_conversation("s", 1, qa_id="q" * 41)]),
+        "datasets[0].conversation[0].qa_id",
+        "max_id_chars",
+    ),
+    (
+        "tools-used",
+        _run_body([_conversation("s", 1, agentic={"tools_used": _tools(4)})]),
+        "datasets[0].conversation[0].agentic.tools_used",
+        "max_tools_per_interaction",
+    ),
+    (
+        "expected-tools",
+        _run_body([_conversation("s", 1, ground_truth_agentic={"expected_tools": _tools(4)})]),
+        "datasets[0].conversation[0].ground_truth_agentic.expected_tools",
+        "max_tools_per_interaction",
+    ),
+    (
+        "tool-name-length",
+        _run_body([_conversation("s", 1, agentic={"tools_used": [{"tool_name": "t" * 41}]})]),
+        "datasets[0].conversation[0].agentic.tools_used[0].tool_name",
+        "max_id_chars",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("body", "field", "limit"), [case[1:] for case in OVER_LIMIT],
-                         ids=[case[0] for case in OVER_LIMIT])
-async def test_run_limits_answer_413_naming_the_field_and_the_limit(url: str, body: dict[str, Any], field: str,
-                                                                     limit: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "field", "limit"), [case[1:] for case in OVER_LIMIT], ids=[case[0] for case in OVER_LIMIT]
+)
+async def test_run_limits_answer_413_naming_the_field_and_the_limit(
+    url: str, body: dict[str, Any], field: str, limit: str
+) -> None:
     async with operator_client(url) as client:
         response = await client.post("/run", json=body)
     assert response.status_code == 413, response.text
@@ -133,9 +182,18 @@ async def test_run_limits_answer_413_naming_the_field_and_the_limit(url: str, bo
 
 
 async def test_run_at_the_limits_is_accepted(url: str) -> None:
-    body = _run_body([_conversation(f"s{i}", 2 if i < 3 else 1, query="q " * 999,
-                                    agentic={"tools_used": _tools(3)},
-                                    ground_truth_agentic={"expected_tools": _tools(3)}) for i in range(5)])
+    body = _run_body(
+        [
+            _conversation(
+                f"s{i}",
+                2 if i < 3 else 1,
+                query="q " * 999,
+                agentic={"tools_used": _tools(3)},
+                ground_truth_agentic={"expected_tools": _tools(3)},
+            )
+            for i in range(5)
+        ]
+    )
     body["datasets"][0]["session_id"] = "s" * 40
     async with operator_client(url) as client:
         response = await client.post("/run", json=body)
@@ -148,7 +206,7 @@ async def test_run_body_caps_count_chunked_bytes_too(url: str) -> None:
 
     async def chunked() -> AsyncIterator[bytes]:
         for start in range(0, len(big), 4096):
-            yield big[start:start + 4096]
+            yield big[start : start + 4096]
 
     async with operator_client(url) as client:
         declared = await client.post("/run", content=big, headers={"content-type": "application/json"})
@@ -160,15 +218,27 @@ async def test_run_body_caps_count_chunked_bytes_too(url: str) -> None:
 
 
 async def test_run_junk_values_are_4xx_naming_the_field(url: str) -> None:
-    huge_int = _run_body([_conversation("s", 1, ground_truth_agentic={
-        "expected_tools": [{"tool_name": "calculator", "parameters": {"a": int("9" * 400)}}]})])
+    huge_int = _run_body(
+        [
+            _conversation(
+                "s",
+                1,
+                ground_truth_agentic={
+                    "expected_tools": [{"tool_name": "calculator", "parameters": {"a": int("9" * 400)}}]
+                },
+            )
+        ]
+    )
     nan_temperature = _run_body([_conversation("s", 1)])
     nan_temperature["connector"]["params"]["temperature"] = math.nan
-    huge_temperature = json.dumps(_run_body([_conversation("s", 1)])).replace('"temperature": 0.0',
-                                                                              '"temperature": ' + "9" * 999)
+    huge_temperature = json.dumps(_run_body([_conversation("s", 1)])).replace(
+        '"temperature": 0.0', '"temperature": ' + "9" * 999
+    )
     cases: list[tuple[bytes, str]] = [
-        (json.dumps(huge_int).encode(),
-         "datasets[0].conversation[0].ground_truth_agentic.expected_tools[0].parameters"),
+        (
+            json.dumps(huge_int).encode(),
+            "datasets[0].conversation[0].ground_truth_agentic.expected_tools[0].parameters",
+        ),
         (json.dumps(nan_temperature).encode(), "connector.params.temperature must be a finite number"),
         (huge_temperature.encode(), "connector.params.temperature must be a finite number"),
     ]
@@ -184,12 +254,24 @@ async def test_run_junk_values_are_4xx_naming_the_field(url: str) -> None:
 
 
 async def test_run_lone_surrogates_are_replaced_not_fatal(url: str) -> None:
-    body = _run_body([{"session_id": "s\ud800", "assistant_id": "\udfff",
-                       "conversation": [{"qa_id": "q\ud83d", "query": "What is 5 + 3?\udc00",
-                                         "assistant": "8 \ud800", "ground_truth_assistant": "\ud800 5 + 3 equals 8",
-                                         "agentic": {"tools_used": [{"tool_name": "calc\ud800", "parameters": {
-                                             "\ud800": "\udc00"}}]},
-                                         "ground_truth_agentic": {"expected_tools": [{"tool_name": "calc\ud800"}]}}]}])
+    body = _run_body(
+        [
+            {
+                "session_id": "s\ud800",
+                "assistant_id": "\udfff",
+                "conversation": [
+                    {
+                        "qa_id": "q\ud83d",
+                        "query": "What is 5 + 3?\udc00",
+                        "assistant": "8 \ud800",
+                        "ground_truth_assistant": "\ud800 5 + 3 equals 8",
+                        "agentic": {"tools_used": [{"tool_name": "calc\ud800", "parameters": {"\ud800": "\udc00"}}]},
+                        "ground_truth_agentic": {"expected_tools": [{"tool_name": "calc\ud800"}]},
+                    }
+                ],
+            }
+        ]
+    )
     raw = json.dumps(body).encode()  # ASCII with \ud800 escapes: what a hostile client sends
     assert b"\\ud800" in raw
     async with operator_client(url) as client:
@@ -230,19 +312,35 @@ async def test_csv_limits_name_row_column_and_limit(url: str) -> None:
         assert cell == [(3, "query", "query has 2001 characters; at most 2000 are accepted (max_cell_chars)")]
 
         tools = _problems(await _post_csv(client, (HEADER + 't1,q,"[""a"",""b"",""c"",""d""]",,\n').encode()))
-        assert tools == [(2, "expected_tool",
-                          "expected_tool names 4 tools; at most 3 are accepted (max_expected_tools)")]
+        assert tools == [
+            (2, "expected_tool", "expected_tool names 4 tools; at most 3 are accepted (max_expected_tools)")
+        ]
 
-        json_cells = (HEADER + f"t1,q,a,{deep},\n"
-                      + 't2,q,a,"{""n"": ' + "1" * 1_001 + '}",\n'
-                      + 't3,q,a,"{""n"": NaN}",\n'
-                      + 't4,q,a,"{""n"": ' + "9" * 400 + '}",\n'
-                      + 't5,q,a,"{""n"": 1e999}",\n'
-                      + 't6,q,"[' + "[" * 100 + "]" * 100 + ']",,\n')
+        json_cells = (
+            HEADER
+            + f"t1,q,a,{deep},\n"
+            + 't2,q,a,"{""n"": '
+            + "1" * 1_001
+            + '}",\n'
+            + 't3,q,a,"{""n"": NaN}",\n'
+            + 't4,q,a,"{""n"": '
+            + "9" * 400
+            + '}",\n'
+            + 't5,q,a,"{""n"": 1e999}",\n'
+            + 't6,q,"['
+            + "[" * 100
+            + "]" * 100
+            + ']",,\n'
+        )
         problems = _problems(await _post_csv(client, json_cells.encode()))
         assert [(row, column) for row, column, _ in problems] == [
-            (2, "expected_args"), (3, "expected_args"), (4, "expected_args"), (5, "expected_args"),
-            (6, "expected_args"), (7, "expected_tool")]
+            (2, "expected_args"),
+            (3, "expected_args"),
+            (4, "expected_args"),
+            (5, "expected_args"),
+            (6, "expected_args"),
+            (7, "expected_tool"),
+        ]
         messages = [message for _, _, message in problems]
         assert "nested 70 levels deep" in messages[0] and "more than 1000 digits" in messages[1]
         assert "NaN is not a JSON number" in messages[2] and "out of range" in messages[3]
@@ -265,9 +363,14 @@ async def test_csv_form_fields_are_checked(url: str) -> None:
         ({"concurrency": "0"}, "concurrency must be between 1 and"),
         ({"judge": "llm", "connector": deep_connector}, "connector is not valid JSON"),
         ({"judge": "llm", "connector": '{"class_path": NaN}'}, "connector is not valid JSON"),
-        ({"judge": "llm", "connector": '{"class_path": "langchain_groq.chat_models.ChatGroq", "params": '
-                                       '{"model": "m", "api_key": "\\ud800"}}'},
-         "connector.params.api_key must be printable ASCII"),
+        (
+            {
+                "judge": "llm",
+                "connector": '{"class_path": "langchain_groq.chat_models.ChatGroq", "params": '
+                '{"model": "m", "api_key": "\\ud800"}}',
+            },
+            "connector.params.api_key must be printable ASCII",
+        ),
     ]
     async with operator_client(url) as client:
         for fields, expected in cases:
@@ -277,11 +380,21 @@ async def test_csv_form_fields_are_checked(url: str) -> None:
 
 
 async def test_csv_surrogates_and_a_hostile_agent_never_break_the_stream(url: str) -> None:
-    csv = (HEADER + 't1,Price of AAPL?,get_stock_price,"{""ticker"": ""AAPL\\ud800""}",AAPL\n'
-           + 't2,Price again?,"[""get_stock_price""]","[{""ticker"": ""\\udc00""}]",195.20\n').encode()
-    async with white_agent(HostileFinanceAgent()) as white, operator_client(url, timeout=60) as client, \
-            client.stream("POST", "/evaluations/run", files={"file": ("s.csv", csv, "text/csv")},
-                          data={"agent_url": white, "concurrency": "2"}) as response:
+    csv = (
+        HEADER
+        + 't1,Price of AAPL?,get_stock_price,"{""ticker"": ""AAPL\\ud800""}",AAPL\n'
+        + 't2,Price again?,"[""get_stock_price""]","[{""ticker"": ""\\udc00""}]",195.20\n'
+    ).encode()
+    async with (
+        white_agent(HostileFinanceAgent()) as white,
+        operator_client(url, timeout=60) as client,
+        client.stream(
+            "POST",
+            "/evaluations/run",
+            files={"file": ("s.csv", csv, "text/csv")},
+            data={"agent_url": white, "concurrency": "2"},
+        ) as response,
+    ):
         assert response.status_code == 200
         raw = await response.aread()
     events = []
@@ -319,8 +432,9 @@ async def test_csv_agent_reply_over_the_byte_cap_errors_the_case(url: str) -> No
     csv = (HEADER + "t1,Say a lot,,,\n").encode()
     async with white_agent(OversizedReplyAgent()) as white, operator_client(url, timeout=60) as client:
         config = (await client.get("/evaluations/config")).json()
-        async with client.stream("POST", "/evaluations/run", files={"file": ("s.csv", csv, "text/csv")},
-                                 data={"agent_url": white}) as response:
+        async with client.stream(
+            "POST", "/evaluations/run", files={"file": ("s.csv", csv, "text/csv")}, data={"agent_url": white}
+        ) as response:
             raw = (await response.aread()).decode()
     assert (config["max_rows"], config["max_columns"], config["max_cell_chars"]) == (20, 8, 2_000)
     results = [_strict_json(line[5:].strip()) for line in raw.splitlines() if line.startswith("data:")]
@@ -342,19 +456,35 @@ async def test_heavy_work_runs_in_worker_threads(url: str, monkeypatch: pytest.M
 
         monkeypatch.setattr(module, name, wrapper)
 
-    for module, name in [(component, "parse_csv_suite"), (component, "_load_run_body"), (component, "_render"),
-                         (fairforge, "_parse"), (fairforge, "_assemble"), (fairforge, "_tool_scores"),
-                         (csv_runner, "_reply_calls"), (csv_runner, "finagent_case_score")]:
+    for module, name in [
+        (component, "parse_csv_suite"),
+        (component, "_load_run_body"),
+        (component, "_render"),
+        (fairforge, "_parse"),
+        (fairforge, "_assemble"),
+        (fairforge, "_tool_scores"),
+        (csv_runner, "_reply_calls"),
+        (csv_runner, "finagent_case_score"),
+    ]:
         spy(module, name)
     csv = (HEADER + 't1,Price of AAPL?,get_stock_price,"{""ticker"": ""AAPL""}",AAPL\n').encode()
     async with white_agent(HostileFinanceAgent()) as white, operator_client(url, timeout=60) as client:
         run = await client.post("/run", json=_run_body([_conversation("s", 2)]))
         assert run.status_code == 200, run.text
-        async with client.stream("POST", "/evaluations/run", files={"file": ("s.csv", csv, "text/csv")},
-                                 data={"agent_url": white}) as stream:
+        async with client.stream(
+            "POST", "/evaluations/run", files={"file": ("s.csv", csv, "text/csv")}, data={"agent_url": white}
+        ) as stream:
             assert b"summary" in await stream.aread()
-    assert set(seen) == {"parse_csv_suite", "_load_run_body", "_render", "_parse", "_assemble", "_tool_scores",
-                         "_reply_calls", "finagent_case_score"}, seen
+    assert set(seen) == {
+        "parse_csv_suite",
+        "_load_run_body",
+        "_render",
+        "_parse",
+        "_assemble",
+        "_tool_scores",
+        "_reply_calls",
+        "finagent_case_score",
+    }, seen
     on_loop = {name for name, flags in seen.items() if any(flags)}
     assert on_loop == set(), f"ran on the event loop: {sorted(on_loop)}"
 

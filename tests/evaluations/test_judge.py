@@ -23,9 +23,14 @@ RETRY = RetryPolicy(max_retries=2, backoff_base_s=0.0, backoff_max_s=0.01, timeo
 
 
 def _connector() -> ResolvedConnector:
-    return ResolvedConnector(provider="openai", class_path="langchain_openai.chat_models.ChatOpenAI",
-                             model="judge-model", base_url="http://fake/v1", api_key=SecretStr("sk-test-judge"),
-                             requested_temperature=None)
+    return ResolvedConnector(
+        provider="openai",
+        class_path="langchain_openai.chat_models.ChatOpenAI",
+        model="judge-model",
+        base_url="http://fake/v1",
+        api_key=SecretStr("sk-test-judge"),
+        requested_temperature=None,
+    )
 
 
 class _Judges:

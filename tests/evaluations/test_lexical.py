@@ -15,14 +15,17 @@ from green_agent.evaluations.lexical import (
 )
 
 
-@pytest.mark.parametrize("query, answer, truth, score", [
-    ("What is 5 + 3?", "The result is 8.", "5 + 3 equals 8", 1.0),          # restating the question is not the answer
-    ("What is 5 + 3?", "The result is 9.", "5 + 3 equals 8", 0.0),
-    ("Capital of France?", "The capital of France is Paris.", "Paris", 1.0),
-    ("Capital of France?", "Lyon", "Paris", 0.0),
-    ("Price?", "It costs $1,967.15 today", "1967.1513", 1.0),                # precision of the less precise number
-    ("Price?", "It costs 8.5", "8", 0.0),
-])
+@pytest.mark.parametrize(
+    "query, answer, truth, score",
+    [
+        ("What is 5 + 3?", "The result is 8.", "5 + 3 equals 8", 1.0),  # restating the question is not the answer
+        ("What is 5 + 3?", "The result is 9.", "5 + 3 equals 8", 0.0),
+        ("Capital of France?", "The capital of France is Paris.", "Paris", 1.0),
+        ("Capital of France?", "Lyon", "Paris", 0.0),
+        ("Price?", "It costs $1,967.15 today", "1967.1513", 1.0),  # precision of the less precise number
+        ("Price?", "It costs 8.5", "8", 0.0),
+    ],
+)
 def test_answer_correctness(query: str, answer: str, truth: str, score: float) -> None:
     result = answer_correctness({"query": query, "answer": answer, "ground_truth": truth})
     assert result["correctness_score"] == score
@@ -35,9 +38,13 @@ def test_keyword_containment_reports_what_is_missing() -> None:
 
 
 def test_faithfulness_without_keywords_checks_figures_against_tool_results() -> None:
-    inputs = {"response": "AAPL is at $195.20, up 3%", "expected_keywords": [],
-              "tool_calls": [{"name": "get_stock_price", "arguments": {"ticker": "AAPL"},
-                              "result": {"price": 195.2, "change_pct": 0.84}}]}
+    inputs = {
+        "response": "AAPL is at $195.20, up 3%",
+        "expected_keywords": [],
+        "tool_calls": [
+            {"name": "get_stock_price", "arguments": {"ticker": "AAPL"}, "result": {"price": 195.2, "change_pct": 0.84}}
+        ],
+    }
     result = response_faithfulness(inputs)
     assert result["score"] == 0.5  # 195.20 backed, 3 is not
 

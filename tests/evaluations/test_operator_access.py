@@ -34,8 +34,11 @@ def _requests() -> list[tuple[str, str, dict[str, Any]]]:
     """Every evaluations route with a request that would succeed (or get past validation) with the token."""
     return [
         ("POST", "/run", {"json": SEED_GROQ_REQUEST}),
-        ("POST", "/evaluations/run", {"files": {"file": ("suite.csv", CSV, "text/csv")},
-                                      "data": {"agent_url": "http://127.0.0.1:9"}}),
+        (
+            "POST",
+            "/evaluations/run",
+            {"files": {"file": ("suite.csv", CSV, "text/csv")}, "data": {"agent_url": "http://127.0.0.1:9"}},
+        ),
         ("GET", "/evaluations", {}),
         ("GET", "/evaluations/", {}),
         ("GET", "/evaluations/config", {}),
@@ -60,17 +63,29 @@ async def test_every_evaluations_route_refuses_requests_without_the_token(url: s
             _refused(await client.request(method, path, **options))
 
 
-@pytest.mark.parametrize("credential", [
-    {"headers": {"Authorization": f"Bearer {WRONG}"}},
-    {"headers": {"Authorization": f"Basic {TEST_OPERATOR_TOKEN}"}},  # right secret, wrong scheme
-    {"headers": {"Authorization": f"Bearer {TEST_OPERATOR_TOKEN[:-1]}"}},  # a prefix of the token
-    {"headers": {"Authorization": f"Bearer {TEST_OPERATOR_TOKEN}x"}},
-    {"headers": {"Cookie": f"{COOKIE_NAME}={WRONG}"}},
-    {"headers": {"Cookie": f"other={TEST_OPERATOR_TOKEN}"}},  # the token under another cookie name
-    {"params": {"token": WRONG}},
-    {"params": {"tok": TEST_OPERATOR_TOKEN}},
-], ids=["bearer-wrong", "basic-scheme", "bearer-prefix", "bearer-suffix", "cookie-wrong", "cookie-other-name",
-        "query-wrong", "query-other-name"])
+@pytest.mark.parametrize(
+    "credential",
+    [
+        {"headers": {"Authorization": f"Bearer {WRONG}"}},
+        {"headers": {"Authorization": f"Basic {TEST_OPERATOR_TOKEN}"}},  # right secret, wrong scheme
+        {"headers": {"Authorization": f"Bearer {TEST_OPERATOR_TOKEN[:-1]}"}},  # a prefix of the token
+        {"headers": {"Authorization": f"Bearer {TEST_OPERATOR_TOKEN}x"}},
+        {"headers": {"Cookie": f"{COOKIE_NAME}={WRONG}"}},
+        {"headers": {"Cookie": f"other={TEST_OPERATOR_TOKEN}"}},  # the token under another cookie name
+        {"params": {"token": WRONG}},
+        {"params": {"tok": TEST_OPERATOR_TOKEN}},
+    ],
+    ids=[
+        "bearer-wrong",
+        "basic-scheme",
+        "bearer-prefix",
+        "bearer-suffix",
+        "cookie-wrong",
+        "cookie-other-name",
+        "query-wrong",
+        "query-other-name",
+    ],
+)
 async def test_every_evaluations_route_refuses_a_wrong_token(url: str, credential: dict[str, Any]) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=30, headers=credential.get("headers")) as client:
         for method, path, options in _requests():
@@ -87,8 +102,12 @@ async def test_the_operator_token_opens_every_route(url: str) -> None:
             assert (await client.get(path)).status_code == 200, path
         redirect = await client.get("/evaluations")
         assert redirect.status_code == 307 and redirect.headers["location"] == "/evaluations/"
-        async with client.stream("POST", "/evaluations/run", files={"file": ("suite.csv", CSV, "text/csv")},
-                                 data={"agent_url": "http://127.0.0.1:9"}) as stream:
+        async with client.stream(
+            "POST",
+            "/evaluations/run",
+            files={"file": ("suite.csv", CSV, "text/csv")},
+            data={"agent_url": "http://127.0.0.1:9"},
+        ) as stream:
             assert stream.status_code == 200
             assert "cannot run the suite" in (await stream.aread()).decode()
     async with httpx.AsyncClient(base_url=url, timeout=30) as anonymous:  # liveness and the card stay open
@@ -107,13 +126,21 @@ async def test_query_token_sets_a_strict_httponly_cookie_that_authenticates(url:
         assert browser.cookies.get(COOKIE_NAME) == TEST_OPERATOR_TOKEN
 
         # what the page's JavaScript then does, with the cookie only (no header, no query)
-        for path in ("/evaluations/static/app.js", "/evaluations/static/app.css", "/evaluations/config",
-                     "/evaluations/sample.csv"):
+        for path in (
+            "/evaluations/static/app.js",
+            "/evaluations/static/app.css",
+            "/evaluations/config",
+            "/evaluations/sample.csv",
+        ):
             response = await browser.get(path)
             assert response.status_code == 200, path
             assert "set-cookie" not in response.headers  # only a ?token= request sets it
-        async with browser.stream("POST", "/evaluations/run", files={"file": ("suite.csv", CSV, "text/csv")},
-                                  data={"agent_url": "http://127.0.0.1:9"}) as stream:
+        async with browser.stream(
+            "POST",
+            "/evaluations/run",
+            files={"file": ("suite.csv", CSV, "text/csv")},
+            data={"agent_url": "http://127.0.0.1:9"},
+        ) as stream:
             assert stream.status_code == 200
             assert stream.headers["content-type"].startswith("text/event-stream")
         assert (await browser.post("/run", json=SEED_GROQ_REQUEST)).status_code == 200
@@ -132,8 +159,11 @@ async def test_page_scripts_rely_on_same_origin_requests_only() -> None:
     """The cookie reaches the page's requests because they are same-origin relative fetches (credentials
     "same-origin" by default) and the assets are same-origin URLs; the page drops ?token= from the address bar."""
     script = (Path(__file__).resolve().parents[2] / "green_agent" / "evaluations" / "static" / "app.js").read_text()
-    fetched = [line.split("fetch(", 1)[1].split(",")[0].split(")")[0].strip()
-               for line in script.splitlines() if "fetch(" in line]
+    fetched = [
+        line.split("fetch(", 1)[1].split(",")[0].split(")")[0].strip()
+        for line in script.splitlines()
+        if "fetch(" in line
+    ]
     assert fetched and all(target.startswith('"/evaluations/') for target in fetched), fetched
     assert 'credentials: "omit"' not in script
     assert "history.replaceState" in script

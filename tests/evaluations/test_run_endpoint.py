@@ -36,19 +36,34 @@ async def test_every_run_error_message(tmp_path: Path, seed_request: dict[str, A
         (_without(seed_request, "connector"), 400, "No connector configuration provided"),
         ({**seed_request, "connector": {}}, 400, "No connector configuration provided"),
         (_without(seed_request, "connector", "class_path"), 400, "connector.class_path is required"),
-        ({**seed_request, "connector": {"class_path": "os.system", "params": {"model": "x"}}}, 400,
-         "Failed to create LLM connector: unsupported connector.class_path 'os.system'"),
-        ({**seed_request, "connector": {"class_path": "langchain_groq.chat_models.ChatGroq", "params": {}}}, 400,
-         "Failed to create LLM connector: connector.params.model is required"),
+        (
+            {**seed_request, "connector": {"class_path": "os.system", "params": {"model": "x"}}},
+            400,
+            "Failed to create LLM connector: unsupported connector.class_path 'os.system'",
+        ),
+        (
+            {**seed_request, "connector": {"class_path": "langchain_groq.chat_models.ChatGroq", "params": {}}},
+            400,
+            "Failed to create LLM connector: connector.params.model is required",
+        ),
         (_without(seed_request, "datasets"), 400, "No datasets provided"),
         ({**seed_request, "datasets": []}, 400, "No datasets provided"),
         (no_qa, 400, "No qa_ids found in datasets"),
-        (bad_interaction, 400,
-         "Agentic evaluation failed: invalid request: datasets[1].conversation[0].query: Field required"),
-        ({**seed_request, "config": {"threshold": 1.5}}, 400,
-         "Agentic evaluation failed: invalid request: config.threshold"),
-        ({**seed_request, "config": {"tool_weights": {"speed": 1.0}}}, 400,
-         "Agentic evaluation failed: tool_weights has unknown component"),
+        (
+            bad_interaction,
+            400,
+            "Agentic evaluation failed: invalid request: datasets[1].conversation[0].query: Field required",
+        ),
+        (
+            {**seed_request, "config": {"threshold": 1.5}},
+            400,
+            "Agentic evaluation failed: invalid request: config.threshold",
+        ),
+        (
+            {**seed_request, "config": {"tool_weights": {"speed": 1.0}}},
+            400,
+            "Agentic evaluation failed: tool_weights has unknown component",
+        ),
     ]
     async with green_server(tmp_path, settings) as url, operator_client(url, timeout=30) as client:
         for body, status, message in cases:
@@ -107,8 +122,9 @@ async def test_seed_groq_example_with_k2_gets_a_verdict(tmp_path: Path, seed_req
     assert agg["verdict"]["k"] == 2
 
 
-async def test_api_key_is_never_echoed_or_logged(tmp_path: Path, seed_request: dict[str, Any],
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+async def test_api_key_is_never_echoed_or_logged(
+    tmp_path: Path, seed_request: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     # The judge endpoint rejects the key and, like some real providers, echoes it in its error message.
     fake = make_fake_openai(lambda body: error_reply(401, f"Incorrect API key provided: {SEED_GROQ_KEY}"))
@@ -140,7 +156,8 @@ async def test_api_key_is_never_echoed_or_logged(tmp_path: Path, seed_request: d
 
 
 async def test_judge_failing_forever_leaves_conversations_unscored_not_failed(
-        tmp_path: Path, seed_request: dict[str, Any]) -> None:
+    tmp_path: Path, seed_request: dict[str, Any]
+) -> None:
     fake = make_fake_openai(lambda body: error_reply(500, "upstream down"))
     async with serve_app(fake) as fake_url:
         settings = EvaluationsSettings(judge=judge_settings(tmp_path, base_url_overrides={"groq": fake_url + "/v1"}))
@@ -158,8 +175,9 @@ async def test_judge_failing_forever_leaves_conversations_unscored_not_failed(
 
 
 async def test_llm_judge_scores_through_the_connector(tmp_path: Path, seed_request: dict[str, Any]) -> None:
-    answers = iter(['{"correctness_score": 0.95, "reasoning": "same fact"}',
-                    '{"correctness_score": 0.2, "reasoning": "wrong"}'])
+    answers = iter(
+        ['{"correctness_score": 0.95, "reasoning": "same fact"}', '{"correctness_score": 0.2, "reasoning": "wrong"}']
+    )
     fake = make_fake_openai(lambda body: text_reply(next(answers)))
     async with serve_app(fake) as fake_url:
         settings = EvaluationsSettings(judge=judge_settings(tmp_path, base_url_overrides={"groq": fake_url + "/v1"}))

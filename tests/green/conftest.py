@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from green_agent.service.operator_auth import OperatorToken
 from green_agent.service.a2a_server import create_app
+from green_agent.service.operator_auth import OperatorToken
 from launcher.cli.assessment_client import AssessmentOutcome, run_assessment
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
@@ -27,8 +27,9 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def green_url(runs_dir: Path) -> AsyncIterator[str]:
     token = OperatorToken(TEST_OPERATOR_TOKEN)
-    async with serve_app_factory(lambda url: create_app(url, runs_dir=runs_dir, operator_token=token),
-                                 startup_timeout_s=60) as url:
+    async with serve_app_factory(
+        lambda url: create_app(url, runs_dir=runs_dir, operator_token=token), startup_timeout_s=60
+    ) as url:
         yield url
 
 

@@ -44,8 +44,12 @@ def battle_start(battle_id: str, backend: str, white: str, task_config: Any = No
     return {
         "type": "battle_start",
         "battle_id": battle_id,
-        "green_battle_context": {"battle_id": battle_id, "backend_url": backend, "agent_name": "green",
-                                 "task_config": task_config},
+        "green_battle_context": {
+            "battle_id": battle_id,
+            "backend_url": backend,
+            "agent_name": "green",
+            "task_config": task_config,
+        },
         "red_battle_contexts": {white: {"battle_id": battle_id, "backend_url": backend, "agent_name": "white"}},
         "opponent_infos": [{"name": "white_agent", "agent_url": white}],
     }
@@ -56,8 +60,16 @@ async def test_battle_start_runs_in_background_and_reports_once(green_url: str) 
     battle_id = "ab-" + uuid.uuid4().hex[:8]
     config = {"domain": "retail", "task_id": [0, 1], "k": 2, "calibration": True}
     async with serve_app(make_recording_backend(record, fail_first=2)) as backend, white_agent("replay") as white:
-        info = await send_v03(green_url, {"type": "battle_info", "battle_id": battle_id, "agent_name": "green",
-                                          "agent_id": "g1", "backend_url": backend})
+        info = await send_v03(
+            green_url,
+            {
+                "type": "battle_info",
+                "battle_id": battle_id,
+                "agent_name": "green",
+                "agent_id": "g1",
+                "backend_url": backend,
+            },
+        )
         assert battle_id in info
         ack = await send_v03(green_url, battle_start(battle_id, backend, white, json.dumps(config)))
         # Acknowledged at once: before the battle could finish (no result posted yet), not after it.

@@ -98,9 +98,14 @@ async def test_without_calibration_the_replay_agent_learns_nothing(green_url: st
         ({"k": 3}, "k must be even"),
         ({"domain": "banking"}, "known domains"),
         ({"domain": "retail", "task_id": 400}, "valid 0..39"),
-        ({"user_simulator": {"kind": "llm", "api_key_env": "ARENA_TEST_UNSET_KEY"}},
-         "user_simulator.api_key_env: set by the green agent's operator"),
-        ({"user_simulator": {"base_url": "http://127.0.0.1:9/v1"}}, "user_simulator.base_url: set by the green agent's"),
+        (
+            {"user_simulator": {"kind": "llm", "api_key_env": "ARENA_TEST_UNSET_KEY"}},
+            "user_simulator.api_key_env: set by the green agent's operator",
+        ),
+        (
+            {"user_simulator": {"base_url": "http://127.0.0.1:9/v1"}},
+            "user_simulator.base_url: set by the green agent's",
+        ),
         ({"pass_k_config": {"k": 2}, "user_simulator": {"model": "x"}}, "user_simulator.model: set by the green agent"),
         ({"k": 66}, "k: Input should be less than or equal to 64"),
         ({"concurrency": 200}, "concurrency: at most 16 attempts in flight"),

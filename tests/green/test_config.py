@@ -18,7 +18,13 @@ def test_shipped_scenarios_validate(path: Path) -> None:
 
 def test_seed_fields_and_defaults() -> None:
     config = parse_battle_config({"mode": "manual", "k": 4, "domain": "retail", "task_id": 5})
-    assert (config.mode, config.k, config.domain, config.task_indices, config.split) == ("manual", 4, "retail", [5], "test")
+    assert (config.mode, config.k, config.domain, config.task_indices, config.split) == (
+        "manual",
+        4,
+        "retail",
+        [5],
+        "test",
+    )
     assert config.concurrency == 4
     assert config.user_simulator.kind == "scripted"
 

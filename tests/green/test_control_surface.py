@@ -29,15 +29,28 @@ def _rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _send(text: str) -> dict[str, Any]:
-    return _rpc("message/send", {"message": {"kind": "message", "role": "user", "messageId": uuid.uuid4().hex,
-                                             "parts": [{"kind": "text", "text": text}]}})
+    return _rpc(
+        "message/send",
+        {
+            "message": {
+                "kind": "message",
+                "role": "user",
+                "messageId": uuid.uuid4().hex,
+                "parts": [{"kind": "text", "text": text}],
+            }
+        },
+    )
 
 
 async def test_assessment_without_the_token_is_refused(green_url: str, runs_dir: Path) -> None:
-    request = {"participants": {"white_agent": "http://127.0.0.1:9"}, "config": {**TASK, "k": 2},
-               "battle_id": "no-token-battle"}
-    with pytest.raises(AssessmentError, match="refused the request: assessment requests need the green agent's "
-                                              "operator token"):
+    request = {
+        "participants": {"white_agent": "http://127.0.0.1:9"},
+        "config": {**TASK, "k": 2},
+        "battle_id": "no-token-battle",
+    }
+    with pytest.raises(
+        AssessmentError, match="refused the request: assessment requests need the green agent's operator token"
+    ):
         await run_assessment(green_url, "http://127.0.0.1:9", {**TASK, "k": 2}, battle_id="no-token-battle")
     async with httpx.AsyncClient(timeout=10, headers={"Authorization": "Bearer wrong-token-0123456789"}) as http:
         answer = (await http.post(green_url + "/", json=_send(json.dumps(request)))).json()
@@ -79,16 +92,22 @@ async def test_a_reused_battle_id_is_refused_and_the_first_run_is_untouched(gree
 async def test_a2a_cancel_stops_the_battle_and_the_summary_says_cancelled(green_url: str, runs_dir: Path) -> None:
     # The flaky agent never answers its turns: the battle is still running when it is cancelled.
     async with white_agent("flaky", seed=1, fault_rates={"no_reply": 1.0}) as white:
-        task = asyncio.create_task(assess(green_url, white, {"domain": "mock", "split": "base", "mode": "all", "k": 2,
-                                                             "turn_timeout_s": 30, "concurrency": 2},
-                                          battle_id="cancel-me"))
+        task = asyncio.create_task(
+            assess(
+                green_url,
+                white,
+                {"domain": "mock", "split": "base", "mode": "all", "k": 2, "turn_timeout_s": 30, "concurrency": 2},
+                battle_id="cancel-me",
+            )
+        )
         for _ in range(400):
             if (runs_dir / "cancel-me" / ".battle").exists():
                 break
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.5)
-        async with httpx.AsyncClient(timeout=10, headers={"Authorization": f"Bearer {TEST_OPERATOR_TOKEN}",
-                                                          "A2A-Version": "1.0"}) as op:
+        async with httpx.AsyncClient(
+            timeout=10, headers={"Authorization": f"Bearer {TEST_OPERATOR_TOKEN}", "A2A-Version": "1.0"}
+        ) as op:
             listing = (await op.post(green_url + "/", json=_rpc("ListTasks", {}))).json()
             tasks = [t for t in listing["result"]["tasks"] if t["status"]["state"] == "TASK_STATE_WORKING"]
             assert len(tasks) == 1, listing

@@ -15,9 +15,18 @@ def test_success_tolerance() -> None:
 @pytest.mark.parametrize(
     ("breakdown", "category"),
     [
-        (RewardBreakdown(reward=0.0, db_match=False, communicate_total=2, communicate_met=2), FailureCategory.TASK_INCOMPLETE),
-        (RewardBreakdown(reward=0.0, db_match=True, communicate_total=2, communicate_met=0), FailureCategory.MISSING_OUTPUTS),
-        (RewardBreakdown(reward=0.0, db_match=True, communicate_total=3, communicate_met=1), FailureCategory.INCOMPLETE_OUTPUTS),
+        (
+            RewardBreakdown(reward=0.0, db_match=False, communicate_total=2, communicate_met=2),
+            FailureCategory.TASK_INCOMPLETE,
+        ),
+        (
+            RewardBreakdown(reward=0.0, db_match=True, communicate_total=2, communicate_met=0),
+            FailureCategory.MISSING_OUTPUTS,
+        ),
+        (
+            RewardBreakdown(reward=0.0, db_match=True, communicate_total=3, communicate_met=1),
+            FailureCategory.INCOMPLETE_OUTPUTS,
+        ),
         (RewardBreakdown(reward=0.0, db_match=None, action_total=2, action_met=1), FailureCategory.TASK_INCOMPLETE),
         (RewardBreakdown(reward=0.0, env_assertions_total=2, env_assertions_met=0), FailureCategory.TASK_INCOMPLETE),
         (RewardBreakdown(reward=0.0, db_match=True), FailureCategory.UNKNOWN_FAILURE),

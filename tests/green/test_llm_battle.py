@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from green_agent.engine.config import BattleConfig, UserSimulatorConfig
-from green_agent.service.operator_auth import OperatorToken
-from green_agent.service.a2a_server import create_app
 from green_agent.engine.tau.tasks import resolve_task
-from tests.support import TEST_OPERATOR_TOKEN
+from green_agent.service.a2a_server import create_app
+from green_agent.service.operator_auth import OperatorToken
 from tests.green.conftest import assess, white_agent
 from tests.green.recording_backend import Recorded, make_recording_backend
+from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.fake_openai import error_reply, fake_state, make_fake_openai, text_reply, tool_call_reply
 from tests.support.servers import serve_app, serve_app_factory
 from white_agent.llm import LlmAgentSettings
@@ -57,9 +57,10 @@ async def green_with_user(user: UserSimulatorConfig, runs_dir: Path) -> AsyncIte
     """A green agent whose operator configured the LLM user (endpoint, model, key variable: operator-only fields)."""
     token = OperatorToken(TEST_OPERATOR_TOKEN)
     default = BattleConfig(user_simulator=user)
-    async with serve_app_factory(lambda url: create_app(url, runs_dir=runs_dir, default_config=default,
-                                                        operator_token=token, scoring_workers=1),
-                                 startup_timeout_s=60) as url:
+    async with serve_app_factory(
+        lambda url: create_app(url, runs_dir=runs_dir, default_config=default, operator_token=token, scoring_workers=1),
+        startup_timeout_s=60,
+    ) as url:
         yield url
 
 
@@ -73,10 +74,12 @@ async def test_llm_user_and_llm_agent_battle_scores_and_never_leaks_keys(
     fake = make_fake_openai(script)
     record = Recorded()
     async with serve_app(fake) as llm, serve_app(make_recording_backend(record)) as backend:
-        settings = LlmAgentSettings(model="agent-model", base_url=f"{llm}/v1", api_key_env="ARENA_TEST_AGENT_KEY",
-                                    retry_base_delay_s=0.01)
-        user = UserSimulatorConfig(kind="llm", model="user-model", base_url=f"{llm}/v1",
-                                   api_key_env="ARENA_TEST_USER_KEY", max_retries=3)
+        settings = LlmAgentSettings(
+            model="agent-model", base_url=f"{llm}/v1", api_key_env="ARENA_TEST_AGENT_KEY", retry_base_delay_s=0.01
+        )
+        user = UserSimulatorConfig(
+            kind="llm", model="user-model", base_url=f"{llm}/v1", api_key_env="ARENA_TEST_USER_KEY", max_retries=3
+        )
         config = {"domain": "retail", "task_id": 9, "k": 2, "concurrency": 2}
         async with green_with_user(user, runs_dir) as green_url, white_agent("llm", llm=settings) as white:
             outcome = await assess(green_url, white, config, extra_request_fields={"backend_url": backend})

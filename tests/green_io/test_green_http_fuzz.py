@@ -43,10 +43,10 @@ from hypothesis import strategies as st
 
 from green_agent.engine.config import BattleConfig
 from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings, RetryPolicy
+from green_agent.service.a2a_server import create_app
 from green_agent.service.mcp import McpComponent
 from green_agent.service.operator_auth import OperatorToken
 from green_agent.service.running_battles import ServiceLimits
-from green_agent.service.a2a_server import create_app
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent
@@ -66,6 +66,7 @@ EXAMPLES = {"a2a": 200, "run": 150, "csv": 100, "mcp": 120}
 
 
 # --- what is sent, and what came back ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Probe:
@@ -111,6 +112,7 @@ class Tally:
 def _strict_json(text: str) -> Any:
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -135,15 +137,17 @@ def _sse_problems(raw: bytes) -> list[str]:
 
 def _repro(probe: Probe, outcome: str, detail: str) -> str:
     body = probe.body if len(probe.body) <= 600 else probe.body[:600] + b"...(%d bytes)" % len(probe.body)
-    return (f"[{probe.surface}] {probe.note}: {outcome} {detail[:300]}\n"
-            f"    curl -X {probe.method} '{{url}}{probe.path}' {' '.join(f'-H {k!r}: {v!r}' for k, v in probe.headers.items())}"
-            f"{' (chunked)' if probe.chunked else ''} --data-binary {body!r}")
+    return (
+        f"[{probe.surface}] {probe.note}: {outcome} {detail[:300]}\n"
+        f"    curl -X {probe.method} '{{url}}{probe.path}' {' '.join(f'-H {k!r}: {v!r}' for k, v in probe.headers.items())}"
+        f"{' (chunked)' if probe.chunked else ''} --data-binary {body!r}"
+    )
 
 
 async def _pieces(body: bytes) -> AsyncIterator[bytes]:
     step = max(1, len(body) // 3)
     for start in range(0, len(body), step):
-        yield body[start:start + step]
+        yield body[start : start + step]
         await asyncio.sleep(0)
 
 
@@ -153,9 +157,12 @@ async def fire(client: httpx.AsyncClient, probe: Probe, tally: Tally) -> str:
     content: Any = _pieces(probe.body) if probe.chunked and probe.body else probe.body
     outcome, detail = "", ""
     try:
-        async with asyncio.timeout(REQUEST_TIMEOUT_S), client.stream(
-                probe.method, probe.path, content=content if probe.method != "GET" else None,
-                headers=probe.headers) as response:
+        async with (
+            asyncio.timeout(REQUEST_TIMEOUT_S),
+            client.stream(
+                probe.method, probe.path, content=content if probe.method != "GET" else None, headers=probe.headers
+            ) as response,
+        ):
             raw = b""
             async for chunk in response.aiter_bytes():
                 raw += chunk
@@ -185,19 +192,42 @@ async def fire(client: httpx.AsyncClient, probe: Probe, tally: Tally) -> str:
 
 # --- strategies (all bounded) ----------------------------------------------------------------------------------------
 
+
 def junk_text(max_parts: int = 4) -> st.SearchStrategy[str]:
-    pieces = st.one_of(st.text(max_size=12), st.sampled_from(
-        [*SURROGATES, "../x", "/etc/passwd", "\x00", "\u202e", "<script>alert(1)</script>", '"', "\\", "\n",
-         "ok-id", "a" * 200, "http://127.0.0.1:9", "{}", "NaN", "\ufeff"]))
+    pieces = st.one_of(
+        st.text(max_size=12),
+        st.sampled_from(
+            [
+                *SURROGATES,
+                "../x",
+                "/etc/passwd",
+                "\x00",
+                "\u202e",
+                "<script>alert(1)</script>",
+                '"',
+                "\\",
+                "\n",
+                "ok-id",
+                "a" * 200,
+                "http://127.0.0.1:9",
+                "{}",
+                "NaN",
+                "\ufeff",
+            ]
+        ),
+    )
     return st.lists(pieces, max_size=max_parts).map("".join)
 
 
 BIG_INTS = st.sampled_from([2**53 + 1, 2**63, -(2**63) - 1, 2**1024, 10**400, -(10**999), 10**999 * 9])
-LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), BIG_INTS,
-                   st.floats(allow_nan=True, allow_infinity=True), junk_text())
-JSON = st.recursive(LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                     st.dictionaries(junk_text(2), inner, max_size=4)),
-                    max_leaves=12)
+LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(), BIG_INTS, st.floats(allow_nan=True, allow_infinity=True), junk_text()
+)
+JSON = st.recursive(
+    LEAVES,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(junk_text(2), inner, max_size=4)),
+    max_leaves=12,
+)
 """Any JSON value (NaN and Infinity included: Python's json writes them), strings with lone surrogates."""
 
 
@@ -206,36 +236,78 @@ def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.sampled_from([True, True, True, False]).flatmap(lambda keep: strategy if keep else JSON)
 
 
-BATTLE_IDS = st.one_of(st.sampled_from(["../x", "/etc/passwd", "a" * 200, "", ".hidden", "x/y", "a..b", "fuzz-1",
-                                        "fuzz-2", "ok-id", "ok\ud800"]), junk_text(2), JSON)
-URLS = st.one_of(st.sampled_from([UNREACHABLE, UNREACHABLE + "/\ud800", "", "ftp://x", "http://[::1", "file:///etc",
-                                  "http://" + "a" * 3000]), junk_text(2))
-CONFIGS = st.one_of(JSON, st.fixed_dictionaries({}, optional={
-    "k": maybe(st.one_of(st.integers(-3, 8), BIG_INTS)),
-    "domain": maybe(st.sampled_from(["mock", "retail", "airline", "telecom", "nowhere"])),
-    "split": maybe(st.sampled_from(["base", "test", "../x"])),
-    "task_id": maybe(st.one_of(st.integers(-2, 3), st.lists(st.integers(-2, 3), max_size=3))),
-    "mode": maybe(st.sampled_from(["manual", "random", "all"])),
-    "concurrency": maybe(st.integers(-1, 1000)), "max_steps": maybe(st.integers(-1, 10_000)),
-    "seed": maybe(st.integers()), "turn_timeout_s": maybe(st.floats(allow_nan=True)),
-    "user_simulator": JSON, "tool_mode": maybe(st.sampled_from(["text", "mcp"])), "calibration": JSON,
-}))
-BATTLE_START = st.fixed_dictionaries({"type": st.just("battle_start")}, optional={
-    "battle_id": BATTLE_IDS,
-    "green_battle_context": maybe(st.fixed_dictionaries({}, optional={
-        "backend_url": maybe(URLS), "battle_token": JSON, "config": CONFIGS,
-        "task_config": st.one_of(CONFIGS, st.sampled_from(["", "Task description: {bad", "Task description: []",
-                                                           'Task description: {"k": 2, "domain": "mock"}',
-                                                           json.dumps({"k": 10**30})])),
-    })),
-    "opponent_infos": maybe(st.lists(st.fixed_dictionaries({}, optional={"name": JSON, "agent_url": maybe(URLS)}),
-                                     max_size=3)),
-    "red_battle_contexts": JSON, "backend_url": JSON, "battle_token": JSON,
-})
+BATTLE_IDS = st.one_of(
+    st.sampled_from(
+        ["../x", "/etc/passwd", "a" * 200, "", ".hidden", "x/y", "a..b", "fuzz-1", "fuzz-2", "ok-id", "ok\ud800"]
+    ),
+    junk_text(2),
+    JSON,
+)
+URLS = st.one_of(
+    st.sampled_from(
+        [UNREACHABLE, UNREACHABLE + "/\ud800", "", "ftp://x", "http://[::1", "file:///etc", "http://" + "a" * 3000]
+    ),
+    junk_text(2),
+)
+CONFIGS = st.one_of(
+    JSON,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "k": maybe(st.one_of(st.integers(-3, 8), BIG_INTS)),
+            "domain": maybe(st.sampled_from(["mock", "retail", "airline", "telecom", "nowhere"])),
+            "split": maybe(st.sampled_from(["base", "test", "../x"])),
+            "task_id": maybe(st.one_of(st.integers(-2, 3), st.lists(st.integers(-2, 3), max_size=3))),
+            "mode": maybe(st.sampled_from(["manual", "random", "all"])),
+            "concurrency": maybe(st.integers(-1, 1000)),
+            "max_steps": maybe(st.integers(-1, 10_000)),
+            "seed": maybe(st.integers()),
+            "turn_timeout_s": maybe(st.floats(allow_nan=True)),
+            "user_simulator": JSON,
+            "tool_mode": maybe(st.sampled_from(["text", "mcp"])),
+            "calibration": JSON,
+        },
+    ),
+)
+BATTLE_START = st.fixed_dictionaries(
+    {"type": st.just("battle_start")},
+    optional={
+        "battle_id": BATTLE_IDS,
+        "green_battle_context": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "backend_url": maybe(URLS),
+                    "battle_token": JSON,
+                    "config": CONFIGS,
+                    "task_config": st.one_of(
+                        CONFIGS,
+                        st.sampled_from(
+                            [
+                                "",
+                                "Task description: {bad",
+                                "Task description: []",
+                                'Task description: {"k": 2, "domain": "mock"}',
+                                json.dumps({"k": 10**30}),
+                            ]
+                        ),
+                    ),
+                },
+            )
+        ),
+        "opponent_infos": maybe(
+            st.lists(st.fixed_dictionaries({}, optional={"name": JSON, "agent_url": maybe(URLS)}), max_size=3)
+        ),
+        "red_battle_contexts": JSON,
+        "backend_url": JSON,
+        "battle_token": JSON,
+    },
+)
 BATTLE_INFO = st.fixed_dictionaries({"type": st.just("battle_info")}, optional={"battle_id": BATTLE_IDS, "x": JSON})
-ASSESSMENT = st.fixed_dictionaries({"participants": maybe(st.fixed_dictionaries({"white_agent": maybe(URLS)}))},
-                                   optional={"config": CONFIGS, "battle_id": BATTLE_IDS, "backend_url": maybe(URLS),
-                                             "battle_token": JSON})
+ASSESSMENT = st.fixed_dictionaries(
+    {"participants": maybe(st.fixed_dictionaries({"white_agent": maybe(URLS)}))},
+    optional={"config": CONFIGS, "battle_id": BATTLE_IDS, "backend_url": maybe(URLS), "battle_token": JSON},
+)
 A2A_PAYLOAD = st.one_of(BATTLE_START, BATTLE_START, BATTLE_INFO, ASSESSMENT, JSON)
 
 
@@ -246,105 +318,213 @@ def a2a_requests(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, str], str]:
     legacy = draw(st.booleans())
     as_data = draw(st.booleans()) and isinstance(payload, dict)
     if legacy:
-        part: dict[str, Any] = ({"kind": "data", "data": payload} if as_data
-                                else {"kind": "text", "text": json.dumps(payload)})
-        message: Any = {"kind": "message", "role": draw(maybe(st.just("user"))), "messageId": uuid.uuid4().hex,
-                        "parts": [part]}
-        method = draw(st.sampled_from(["message/send", "message/send", "message/stream", "tasks/get",
-                                       "tasks/cancel", "tasks/resubscribe"]))
+        part: dict[str, Any] = (
+            {"kind": "data", "data": payload} if as_data else {"kind": "text", "text": json.dumps(payload)}
+        )
+        message: Any = {
+            "kind": "message",
+            "role": draw(maybe(st.just("user"))),
+            "messageId": uuid.uuid4().hex,
+            "parts": [part],
+        }
+        method = draw(
+            st.sampled_from(
+                ["message/send", "message/send", "message/stream", "tasks/get", "tasks/cancel", "tasks/resubscribe"]
+            )
+        )
     else:
         part = {"data": payload} if as_data else {"text": json.dumps(payload)}
         message = {"role": draw(maybe(st.just("ROLE_USER"))), "messageId": uuid.uuid4().hex, "parts": [part]}
-        method = draw(st.sampled_from(["SendMessage", "SendMessage", "SendStreamingMessage", "GetTask",
-                                       "CancelTask", "ListTasks"]))
+        method = draw(
+            st.sampled_from(
+                ["SendMessage", "SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "ListTasks"]
+            )
+        )
     params: Any = {"message": draw(maybe(st.just(message)))}
     if method in ("tasks/get", "tasks/cancel", "tasks/resubscribe", "GetTask", "CancelTask"):
         params = {"id": draw(maybe(junk_text(2)))}
     if draw(st.booleans()):
-        params["configuration"] = draw(maybe(st.fixed_dictionaries({}, optional={
-            "blocking": JSON, "acceptedOutputModes": JSON, "historyLength": maybe(st.integers())})))
-    envelope = {"jsonrpc": draw(maybe(st.just("2.0"))), "id": draw(maybe(st.one_of(st.integers(), junk_text(2)))),
-                "method": method, "params": draw(maybe(st.just(params)))}
+        params["configuration"] = draw(
+            maybe(
+                st.fixed_dictionaries(
+                    {}, optional={"blocking": JSON, "acceptedOutputModes": JSON, "historyLength": maybe(st.integers())}
+                )
+            )
+        )
+    envelope = {
+        "jsonrpc": draw(maybe(st.just("2.0"))),
+        "id": draw(maybe(st.one_of(st.integers(), junk_text(2)))),
+        "method": method,
+        "params": draw(maybe(st.just(params))),
+    }
     headers = {"content-type": "application/json"}
     credential = draw(st.sampled_from(["none", "operator", "wrong"]))
     headers.update({"none": {}, "operator": AUTH, "wrong": WRONG_AUTH}[credential])
     if not legacy:
         headers["A2A-Version"] = "1.0"
-    kind = payload.get("type", "assessment" if "participants" in payload else "json") if isinstance(payload, dict) \
+    kind = (
+        payload.get("type", "assessment" if "participants" in payload else "json")
+        if isinstance(payload, dict)
         else "json"
+    )
     return envelope, headers, f"a2a {method} {kind} token={credential}"
 
 
 def _interaction() -> st.SearchStrategy[dict[str, Any]]:
     """An interaction: the required strings present (junk inside) most of the time, tools and extras optional."""
-    tool = st.fixed_dictionaries({"tool_name": maybe(st.one_of(st.just("calculator"), junk_text(2)))},
-                                 optional={"parameters": maybe(st.dictionaries(junk_text(1), JSON, max_size=3)),
-                                           "result": JSON, "step": JSON})
-    return st.fixed_dictionaries({
-        "qa_id": maybe(st.one_of(st.just("q1"), junk_text(2))), "query": maybe(junk_text()),
-        "assistant": maybe(junk_text()),
-        "ground_truth_assistant": maybe(junk_text()),
-    }, optional={
-        "agentic": maybe(st.fixed_dictionaries({}, optional={"tools_used": maybe(st.lists(tool, max_size=3)),
-                                                             "final_answer_uses_tools": maybe(st.booleans())})),
-        "ground_truth_agentic": maybe(st.fixed_dictionaries({}, optional={
-            "expected_tools": maybe(st.lists(tool, max_size=3)), "tool_sequence_matters": maybe(st.booleans())})),
-        "extra": JSON,
-    })
+    tool = st.fixed_dictionaries(
+        {"tool_name": maybe(st.one_of(st.just("calculator"), junk_text(2)))},
+        optional={"parameters": maybe(st.dictionaries(junk_text(1), JSON, max_size=3)), "result": JSON, "step": JSON},
+    )
+    return st.fixed_dictionaries(
+        {
+            "qa_id": maybe(st.one_of(st.just("q1"), junk_text(2))),
+            "query": maybe(junk_text()),
+            "assistant": maybe(junk_text()),
+            "ground_truth_assistant": maybe(junk_text()),
+        },
+        optional={
+            "agentic": maybe(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "tools_used": maybe(st.lists(tool, max_size=3)),
+                        "final_answer_uses_tools": maybe(st.booleans()),
+                    },
+                )
+            ),
+            "ground_truth_agentic": maybe(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "expected_tools": maybe(st.lists(tool, max_size=3)),
+                        "tool_sequence_matters": maybe(st.booleans()),
+                    },
+                )
+            ),
+            "extra": JSON,
+        },
+    )
 
 
-CONNECTOR = {"class_path": "langchain_groq.chat_models.ChatGroq", "params": {"model": "llama-3.3-70b-versatile",
-                                                                            "api_key": "gsk-test-0123456789"}}
-RUN_BODIES = st.fixed_dictionaries({
-    "connector": st.sampled_from(["valid"] * 6 + ["json", "junk"]).flatmap(lambda kind: {
-        "valid": st.just(CONNECTOR), "json": JSON, "junk": st.fixed_dictionaries(
-            {"class_path": maybe(st.sampled_from(["langchain_groq.chat_models.ChatGroq", "os.system", ""]))},
-            optional={"params": maybe(st.fixed_dictionaries({"model": maybe(st.just("llama-3.3-70b-versatile"))},
-                                                            optional={"api_key": maybe(junk_text(2)),
-                                                                      "temperature": JSON,
-                                                                      "base_url": maybe(URLS)}))})}[kind]),
-    "datasets": maybe(st.lists(st.fixed_dictionaries({"session_id": maybe(st.one_of(st.just("s1"), junk_text(2))),
-                                                      "conversation": maybe(st.lists(_interaction(), min_size=1,
-                                                                                     max_size=3))},
-                                                     optional={"assistant_id": maybe(junk_text(1)),
-                                                               "language": maybe(st.sampled_from(["english", None])),
-                                                               "context": maybe(junk_text())}),
-                               min_size=1, max_size=3)),
-}, optional={
-    "config": maybe(st.fixed_dictionaries({}, optional={
-        "threshold": maybe(st.floats(0, 1)), "tool_threshold": JSON, "tool_weights": JSON,
-        "k": maybe(st.integers(-2, 20)), "judge": maybe(st.sampled_from(["lexical", "lexical", "llm"])),
-        "cache": maybe(st.booleans()), "use_structured_output": maybe(st.booleans())})),
-})
+CONNECTOR = {
+    "class_path": "langchain_groq.chat_models.ChatGroq",
+    "params": {"model": "llama-3.3-70b-versatile", "api_key": "gsk-test-0123456789"},
+}
+RUN_BODIES = st.fixed_dictionaries(
+    {
+        "connector": st.sampled_from(["valid"] * 6 + ["json", "junk"]).flatmap(
+            lambda kind: {
+                "valid": st.just(CONNECTOR),
+                "json": JSON,
+                "junk": st.fixed_dictionaries(
+                    {"class_path": maybe(st.sampled_from(["langchain_groq.chat_models.ChatGroq", "os.system", ""]))},
+                    optional={
+                        "params": maybe(
+                            st.fixed_dictionaries(
+                                {"model": maybe(st.just("llama-3.3-70b-versatile"))},
+                                optional={"api_key": maybe(junk_text(2)), "temperature": JSON, "base_url": maybe(URLS)},
+                            )
+                        )
+                    },
+                ),
+            }[kind]
+        ),
+        "datasets": maybe(
+            st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "session_id": maybe(st.one_of(st.just("s1"), junk_text(2))),
+                        "conversation": maybe(st.lists(_interaction(), min_size=1, max_size=3)),
+                    },
+                    optional={
+                        "assistant_id": maybe(junk_text(1)),
+                        "language": maybe(st.sampled_from(["english", None])),
+                        "context": maybe(junk_text()),
+                    },
+                ),
+                min_size=1,
+                max_size=3,
+            )
+        ),
+    },
+    optional={
+        "config": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "threshold": maybe(st.floats(0, 1)),
+                    "tool_threshold": JSON,
+                    "tool_weights": JSON,
+                    "k": maybe(st.integers(-2, 20)),
+                    "judge": maybe(st.sampled_from(["lexical", "lexical", "llm"])),
+                    "cache": maybe(st.booleans()),
+                    "use_structured_output": maybe(st.booleans()),
+                },
+            )
+        ),
+    },
+)
 
-CSV_CELLS = st.one_of(junk_text(), st.sampled_from([
-    "get_stock_price", '["get_stock_price", "get_company_info"]', '{"ticker": "AAPL"}', '[{"ticker": "MSFT"}]',
-    '{"ticker": "\\ud800"}', '{"n": NaN}', '{"n": 1e999}', '{"n": ' + "9" * 400 + "}", "[" * 80, "{'a': 1}",
-    '["' + '", "'.join(["t"] * 40) + '"]', "What is the stock price of AAPL?", "price, AAPL"]))
+CSV_CELLS = st.one_of(
+    junk_text(),
+    st.sampled_from(
+        [
+            "get_stock_price",
+            '["get_stock_price", "get_company_info"]',
+            '{"ticker": "AAPL"}',
+            '[{"ticker": "MSFT"}]',
+            '{"ticker": "\\ud800"}',
+            '{"n": NaN}',
+            '{"n": 1e999}',
+            '{"n": ' + "9" * 400 + "}",
+            "[" * 80,
+            "{'a': 1}",
+            '["' + '", "'.join(["t"] * 40) + '"]',
+            "What is the stock price of AAPL?",
+            "price, AAPL",
+        ]
+    ),
+)
 
 
 VALID_ROWS = st.tuples(
     st.sampled_from(["t-1", "t-2", "t-3"]),
-    st.one_of(st.sampled_from(["What is the stock price of AAPL?", "Tell me about MSFT", "P/E ratio of NVDA?"]),
-              junk_text().filter(lambda t: t.strip() != "")),
+    st.one_of(
+        st.sampled_from(["What is the stock price of AAPL?", "Tell me about MSFT", "P/E ratio of NVDA?"]),
+        junk_text().filter(lambda t: t.strip() != ""),
+    ),
     st.sampled_from(["", "get_stock_price", '["get_stock_price", "get_company_info"]', "calculate_financial_ratios"]),
     st.dictionaries(st.sampled_from(["ticker", "n", "\ud800"]), JSON, max_size=2).map(json.dumps),
     st.one_of(st.just("AAPL, price"), junk_text(2)),
 ).map(lambda row: [row[0], row[1], row[2], row[3] if row[2] and not row[2].startswith("[") else "", row[4]])
 """Rows that are (mostly) well formed, with hostile text in the query, the arguments and the keywords."""
 
-GROQ_CONNECTOR = json.dumps({"class_path": "langchain_groq.chat_models.ChatGroq",
-                             "params": {"model": "m", "api_key": "gsk-0123456789"}})
+GROQ_CONNECTOR = json.dumps(
+    {"class_path": "langchain_groq.chat_models.ChatGroq", "params": {"model": "m", "api_key": "gsk-0123456789"}}
+)
 
 
 @st.composite
 def csv_uploads(draw: st.DrawFn) -> tuple[bytes, dict[str, str], str]:
     """A multipart upload: a CSV suite (header mostly right, cells hostile) and form fields; a note."""
-    header = draw(st.one_of(st.just(CSV_HEADER), st.just(CSV_HEADER), st.just(CSV_HEADER + ",extra"),
-                            st.lists(junk_text(1), max_size=6).map(",".join)))
+    header = draw(
+        st.one_of(
+            st.just(CSV_HEADER),
+            st.just(CSV_HEADER),
+            st.just(CSV_HEADER + ",extra"),
+            st.lists(junk_text(1), max_size=6).map(",".join),
+        )
+    )
     junk_rows = st.lists(CSV_CELLS, min_size=0, max_size=7)
-    rows = draw(st.lists(st.sampled_from(["valid", "valid", "junk"]).flatmap(
-        lambda kind: VALID_ROWS if kind == "valid" else junk_rows), max_size=5))
+    rows = draw(
+        st.lists(
+            st.sampled_from(["valid", "valid", "junk"]).flatmap(
+                lambda kind: VALID_ROWS if kind == "valid" else junk_rows
+            ),
+            max_size=5,
+        )
+    )
     seen: set[str] = set()
     for row in rows:  # unique test ids for the well-formed rows, so that whole suites do run
         if row and row[0].startswith("t-") and row[0] in seen:
@@ -358,39 +538,96 @@ def csv_uploads(draw: st.DrawFn) -> tuple[bytes, dict[str, str], str]:
     text = "\n".join([header, *(",".join(cell(v) for v in row) for row in rows)]) + "\n"
     data = text.encode("utf-8", "surrogatepass")  # a lone surrogate becomes the 3 bytes UTF-8 forbids
     fields: dict[str, str] = {}
-    for name, strategy in [("agent_url", st.sampled_from(["{finance}", "{finance}", "{finance}", UNREACHABLE, "",
-                                                          "junk"])),
-                           ("concurrency", st.sampled_from(["1", "2", "4", "4", "0", "99", "x", "\uff19", "9" * 50])),
-                           ("judge", st.sampled_from(["lexical", "lexical", "lexical", "llm", "LLM", "magic"])),
-                           ("connector", st.one_of(st.sampled_from([GROQ_CONNECTOR, "[" * 3000,
-                                                                    '{"class_path": NaN}', "not json"]),
-                                                    junk_text(2))),
-                           ("use_structured_output", junk_text(1))]:
+    for name, strategy in [
+        ("agent_url", st.sampled_from(["{finance}", "{finance}", "{finance}", UNREACHABLE, "", "junk"])),
+        ("concurrency", st.sampled_from(["1", "2", "4", "4", "0", "99", "x", "\uff19", "9" * 50])),
+        ("judge", st.sampled_from(["lexical", "lexical", "lexical", "llm", "LLM", "magic"])),
+        (
+            "connector",
+            st.one_of(st.sampled_from([GROQ_CONNECTOR, "[" * 3000, '{"class_path": NaN}', "not json"]), junk_text(2)),
+        ),
+        ("use_structured_output", junk_text(1)),
+    ]:
         if name == "agent_url" or draw(st.integers(0, 3)) == 0:
             fields[name] = draw(strategy)
     return data, fields, f"csv rows={len(rows)} fields={sorted(fields)}"
 
 
-MCP_TOOLS = ["list_domains", "list_tasks", "start_battle", "get_battle", "get_results", "cancel_battle",
-             "score_attempts", "compare_runs", "no_such_tool"]
-MCP_BODIES = st.fixed_dictionaries({"method": st.one_of(st.sampled_from([
-    "initialize", "tools/list", "tools/call", "tools/call", "tools/call", "ping", "resources/list", "prompts/get",
-    "notifications/initialized", "completion/complete", "logging/setLevel"]), junk_text(2)),
-    "jsonrpc": maybe(st.just("2.0")), "id": maybe(st.one_of(st.integers(), BIG_INTS, junk_text(2)))}, optional={
-    "params": maybe(st.fixed_dictionaries({"name": maybe(st.sampled_from(MCP_TOOLS))}, optional={
-        "arguments": maybe(st.fixed_dictionaries({}, optional={
-            "battle_id": BATTLE_IDS, "white_agent_url": maybe(URLS), "config": CONFIGS, "trials": JSON,
-            "a": JSON, "b": JSON, "k_max": JSON, "n_bootstrap": maybe(st.integers(-1, 200)), "domain": JSON,
-            "events": JSON}))})),
-})
+MCP_TOOLS = [
+    "list_domains",
+    "list_tasks",
+    "start_battle",
+    "get_battle",
+    "get_results",
+    "cancel_battle",
+    "score_attempts",
+    "compare_runs",
+    "no_such_tool",
+]
+MCP_BODIES = st.fixed_dictionaries(
+    {
+        "method": st.one_of(
+            st.sampled_from(
+                [
+                    "initialize",
+                    "tools/list",
+                    "tools/call",
+                    "tools/call",
+                    "tools/call",
+                    "ping",
+                    "resources/list",
+                    "prompts/get",
+                    "notifications/initialized",
+                    "completion/complete",
+                    "logging/setLevel",
+                ]
+            ),
+            junk_text(2),
+        ),
+        "jsonrpc": maybe(st.just("2.0")),
+        "id": maybe(st.one_of(st.integers(), BIG_INTS, junk_text(2))),
+    },
+    optional={
+        "params": maybe(
+            st.fixed_dictionaries(
+                {"name": maybe(st.sampled_from(MCP_TOOLS))},
+                optional={
+                    "arguments": maybe(
+                        st.fixed_dictionaries(
+                            {},
+                            optional={
+                                "battle_id": BATTLE_IDS,
+                                "white_agent_url": maybe(URLS),
+                                "config": CONFIGS,
+                                "trials": JSON,
+                                "a": JSON,
+                                "b": JSON,
+                                "k_max": JSON,
+                                "n_bootstrap": maybe(st.integers(-1, 200)),
+                                "domain": JSON,
+                                "events": JSON,
+                            },
+                        )
+                    )
+                },
+            )
+        ),
+    },
+)
 
 
 def draw_examples(strategy: st.SearchStrategy[Any], count: int) -> list[Any]:
     """``count`` (or fewer) examples of ``strategy``, the same ones every run (derandomized, no database)."""
     drawn: list[Any] = []
 
-    @settings(derandomize=True, max_examples=count, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        derandomize=True,
+        max_examples=count,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy, st.sampled_from(["plain", "plain", "chunked", "invalid_utf8", "surrogate_utf8"]))
     def collect(value: Any, framing: str) -> None:
         drawn.append((value, framing))
@@ -409,13 +646,16 @@ def _framed(surface: str, path: str, body: bytes, headers: dict[str, str], note:
 
 # --- hand-picked cases -------------------------------------------------------------------------------------------
 
+
 def _rpc(method: str, params: Any, **extra: Any) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params, **extra}).encode()
 
 
 def _send(text: str) -> bytes:
-    return _rpc("message/send", {"message": {"kind": "message", "role": "user", "messageId": "m1",
-                                             "parts": [{"kind": "text", "text": text}]}})
+    return _rpc(
+        "message/send",
+        {"message": {"kind": "message", "role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": text}]}},
+    )
 
 
 HOSTILE_BODIES: dict[str, bytes] = {
@@ -445,29 +685,42 @@ HOSTILE_BODIES: dict[str, bytes] = {
 def hand_picked(finance: str) -> list[Probe]:
     probes: list[Probe] = []
     json_headers = {"content-type": "application/json"}
-    for path, surface, headers in [("/", "a2a", json_headers), ("/", "a2a", {**json_headers, **AUTH}),
-                                   ("/", "a2a", {**json_headers, **AUTH, "A2A-Version": "1.0"}),
-                                   ("/run", "run", {**json_headers, **AUTH}),
-                                   ("/evaluations/run", "csv", {**json_headers, **AUTH}),
-                                   ("/mcp/", "mcp", {**json_headers, **AUTH, **MCP_HEADERS}),
-                                   ("/run", "run", json_headers)]:
+    for path, surface, headers in [
+        ("/", "a2a", json_headers),
+        ("/", "a2a", {**json_headers, **AUTH}),
+        ("/", "a2a", {**json_headers, **AUTH, "A2A-Version": "1.0"}),
+        ("/run", "run", {**json_headers, **AUTH}),
+        ("/evaluations/run", "csv", {**json_headers, **AUTH}),
+        ("/mcp/", "mcp", {**json_headers, **AUTH, **MCP_HEADERS}),
+        ("/run", "run", json_headers),
+    ]:
         for name, body in HOSTILE_BODIES.items():
             for chunked in (False, True):
-                probes.append(Probe(surface, path, body, headers, f"{name}{' (chunked)' if chunked else ''}",
-                                    chunked=chunked))
+                probes.append(
+                    Probe(surface, path, body, headers, f"{name}{' (chunked)' if chunked else ''}", chunked=chunked)
+                )
     # the same hostile values inside well-formed A2A envelopes: text and data parts, both protocol versions
     junk_payloads: list[Any] = [
         {"type": "battle_start", "battle_id": "../x", "opponent_infos": [{"agent_url": UNREACHABLE}]},
         {"type": "battle_start", "battle_id": 10**400, "green_battle_context": [1, 2]},
         {"type": "battle_start", "battle_id": "ok\ud800", "opponent_infos": "\ud800"},
-        {"type": "battle_start", "battle_id": "hand-1", "green_battle_context": {"task_config": {"k": 10**30}},
-         "opponent_infos": [{"agent_url": UNREACHABLE}]},
-        {"type": "battle_start", "battle_id": "hand-2", "green_battle_context": {"backend_url": "http://[::1",
-                                                                                 "battle_token": {"x": 1}},
-         "opponent_infos": [{"agent_url": UNREACHABLE}]},
+        {
+            "type": "battle_start",
+            "battle_id": "hand-1",
+            "green_battle_context": {"task_config": {"k": 10**30}},
+            "opponent_infos": [{"agent_url": UNREACHABLE}],
+        },
+        {
+            "type": "battle_start",
+            "battle_id": "hand-2",
+            "green_battle_context": {"backend_url": "http://[::1", "battle_token": {"x": 1}},
+            "opponent_infos": [{"agent_url": UNREACHABLE}],
+        },
         {"type": "battle_info", "battle_id": "\ud800" * 50},
-        {"participants": {"white_agent": UNREACHABLE}, "config": {"k": 2, "domain": "mock", "split": "base",
-                                                                 "turn_timeout_s": float("nan")}},
+        {
+            "participants": {"white_agent": UNREACHABLE},
+            "config": {"k": 2, "domain": "mock", "split": "base", "turn_timeout_s": float("nan")},
+        },
         {"participants": {"white_agent": UNREACHABLE}, "config": {"k": 2**70}},
         {"participants": {"white_agent": "\ud800"}, "config": {"domain": ["mock", "mock"]}},
         {"participants": [], "config": "x"},
@@ -476,25 +729,53 @@ def hand_picked(finance: str) -> list[Probe]:
         text = json.dumps(payload)
         for headers in (json_headers, {**json_headers, **AUTH}):
             probes.append(Probe("a2a", "/", _send(text), headers, f"send text {text[:60]}"))
-            probes.append(Probe("a2a", "/", _rpc("SendMessage", {"message": {
-                "role": "ROLE_USER", "messageId": "m2", "parts": [{"data": payload}]}}),
-                {**headers, "A2A-Version": "1.0"}, f"SendMessage data {text[:60]}"))
+            probes.append(
+                Probe(
+                    "a2a",
+                    "/",
+                    _rpc(
+                        "SendMessage",
+                        {"message": {"role": "ROLE_USER", "messageId": "m2", "parts": [{"data": payload}]}},
+                    ),
+                    {**headers, "A2A-Version": "1.0"},
+                    f"SendMessage data {text[:60]}",
+                )
+            )
     deep_text = "[" * 1000 + "]" * 1000  # deep nesting inside a JSON string: the A2A handler parses it itself
     probes.append(Probe("a2a", "/", _send(deep_text), {**json_headers, **AUTH}, "text part holding 1000-deep JSON"))
     probes.append(Probe("a2a", "/", _send("9" * 5000), {**json_headers, **AUTH}, "text part holding a 5000-digit int"))
-    probes.append(Probe("a2a", "/", _send('{"participants": {"white_agent": "x"}, "config": ' + "[" * 1000 + "}"),
-                        {**json_headers, **AUTH}, "assessment text with 1000-deep config"))
+    probes.append(
+        Probe(
+            "a2a",
+            "/",
+            _send('{"participants": {"white_agent": "x"}, "config": ' + "[" * 1000 + "}"),
+            {**json_headers, **AUTH},
+            "assessment text with 1000-deep config",
+        )
+    )
     # over the 8 MiB byte cap: declared and chunked
     huge = b'{"a": "' + b"x" * (9 * 1024 * 1024) + b'"}'
     for path, surface in [("/", "a2a"), ("/run", "run"), ("/mcp/", "mcp"), ("/evaluations/run", "csv")]:
         for chunked in (False, True):
-            probes.append(Probe(surface, path, huge, {**json_headers, **AUTH, **MCP_HEADERS}, "9 MiB body",
-                                chunked=chunked, may_close=True))
+            probes.append(
+                Probe(
+                    surface,
+                    path,
+                    huge,
+                    {**json_headers, **AUTH, **MCP_HEADERS},
+                    "9 MiB body",
+                    chunked=chunked,
+                    may_close=True,
+                )
+            )
     # multipart oddities on the CSV endpoint
-    good_csv = f"{CSV_HEADER}\nt1,Price of AAPL?,get_stock_price,\"{{\"\"ticker\"\": \"\"AAPL\"\"}}\",AAPL\n"
+    good_csv = f'{CSV_HEADER}\nt1,Price of AAPL?,get_stock_price,"{{""ticker"": ""AAPL""}}",AAPL\n'
     for note, files, data in [
-        ("csv with escaped surrogates", {"file": ("s.csv", good_csv.replace("AAPL\"\"}", "\\\\ud800\"\"}"))},
-         {"agent_url": finance}),
+        (
+            "csv with escaped surrogates",
+            {"file": ("s.csv", good_csv.replace('AAPL""}', '\\\\ud800""}'))},
+            {"agent_url": finance},
+        ),
         ("csv 1000-deep args", {"file": ("s.csv", f"{CSV_HEADER}\nt1,q,a,{'[' * 1000},\n")}, {"agent_url": finance}),
         ("csv 5000-digit args", {"file": ("s.csv", f"{CSV_HEADER}\nt1,q,a,{'9' * 5000},\n")}, {"agent_url": finance}),
         ("csv NaN args", {"file": ("s.csv", f'{CSV_HEADER}\nt1,q,a,"{{""x"": NaN}}",\n')}, {"agent_url": finance}),
@@ -505,24 +786,43 @@ def hand_picked(finance: str) -> list[Probe]:
         ("file as a text field", {}, {"file": good_csv, "agent_url": finance}),
         ("two files", {"file": ("a.csv", good_csv), "other": ("b.csv", good_csv)}, {"agent_url": finance}),
         ("30 fields", {"file": ("s.csv", good_csv)}, {f"f{i}": "x" for i in range(30)}),
-        ("deep connector", {"file": ("s.csv", good_csv)}, {"agent_url": finance, "judge": "llm",
-                                                           "connector": "[" * 5000}),
+        (
+            "deep connector",
+            {"file": ("s.csv", good_csv)},
+            {"agent_url": finance, "judge": "llm", "connector": "[" * 5000},
+        ),
     ]:
         request = httpx.Request("POST", "http://x/evaluations/run", files=files or None, data=data)
         body = request.read()
         headers = {"content-type": request.headers["content-type"], **AUTH}
         probes.append(Probe("csv", "/evaluations/run", body, headers, note))
         probes.append(Probe("csv", "/evaluations/run", body, headers, note + " (chunked)", chunked=True))
-    for content_type in ["multipart/form-data", "multipart/form-data; boundary=", "multipart/form-data; boundary=x",
-                         "application/x-www-form-urlencoded", "text/csv"]:
-        for body in (b"", b"--x\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n\xff\r\n--x--\r\n",
-                     b"file=" + b"%ff" * 100):
-            probes.append(Probe("csv", "/evaluations/run", body, {"content-type": content_type, **AUTH},
-                                f"raw {content_type} {body[:20]!r}"))
+    for content_type in [
+        "multipart/form-data",
+        "multipart/form-data; boundary=",
+        "multipart/form-data; boundary=x",
+        "application/x-www-form-urlencoded",
+        "text/csv",
+    ]:
+        for body in (
+            b"",
+            b'--x\r\nContent-Disposition: form-data; name="file"\r\n\r\n\xff\r\n--x--\r\n',
+            b"file=" + b"%ff" * 100,
+        ):
+            probes.append(
+                Probe(
+                    "csv",
+                    "/evaluations/run",
+                    body,
+                    {"content-type": content_type, **AUTH},
+                    f"raw {content_type} {body[:20]!r}",
+                )
+            )
     return probes
 
 
 # --- the app ---------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Green:
@@ -535,35 +835,61 @@ class Green:
 async def green(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Green]:
     tmp = tmp_path_factory.mktemp("http-fuzz")
     unreachable_llm = UNREACHABLE + "/v1"
-    judge = JudgeSettings(cache_path=tmp / "judge.sqlite", environ={},
-                          base_url_overrides={p: unreachable_llm for p in ("groq", "openai", "gemini", "ollama")},
-                          retry=RetryPolicy(max_retries=0, backoff_base_s=0.0, timeout_s=2.0))
+    judge = JudgeSettings(
+        cache_path=tmp / "judge.sqlite",
+        environ={},
+        base_url_overrides={p: unreachable_llm for p in ("groq", "openai", "gemini", "ollama")},
+        retry=RetryPolicy(max_retries=0, backoff_base_s=0.0, timeout_s=2.0),
+    )
     evaluations = EvaluationsSettings(judge=judge, case_timeout_s=5.0, sample_csv=None)
     # what a fuzzed request may start stays small: the mock domain, 2 attempts, at most 4 per battle
-    default = BattleConfig(domain="mock", split="base", task_id=0, k=2, turn_timeout_s=2.0, attempt_timeout_s=10.0,
-                           concurrency=2)
+    default = BattleConfig(
+        domain="mock", split="base", task_id=0, k=2, turn_timeout_s=2.0, attempt_timeout_s=10.0, concurrency=2
+    )
     limits = ServiceLimits(max_attempts_per_battle=4, max_concurrency=2)
 
     def factory(url: str) -> Any:
         mcp = McpComponent(public_url=url, probe_timeout_s=1.0)
-        return create_app(url, runs_dir=tmp / "runs", scoring_workers=1, default_config=default, limits=limits,
-                          components=[mcp, EvaluationsComponent(evaluations)],
-                          operator_token=OperatorToken(TEST_OPERATOR_TOKEN))
+        return create_app(
+            url,
+            runs_dir=tmp / "runs",
+            scoring_workers=1,
+            default_config=default,
+            limits=limits,
+            components=[mcp, EvaluationsComponent(evaluations)],
+            operator_token=OperatorToken(TEST_OPERATOR_TOKEN),
+        )
 
-    async with serve_app_factory(lambda url: create_white_agent_app(make_agent("finance"), url + "/")) as finance, \
-            serve_app_factory(factory, startup_timeout_s=120) as url:
+    async with (
+        serve_app_factory(lambda url: create_white_agent_app(make_agent("finance"), url + "/")) as finance,
+        serve_app_factory(factory, startup_timeout_s=120) as url,
+    ):
         yield Green(url, finance, tmp / "runs")
 
 
 async def _mcp_session(client: httpx.AsyncClient) -> str | None:
-    init = await client.post("/mcp/", headers={**AUTH, **MCP_HEADERS}, json={
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}})
+    init = await client.post(
+        "/mcp/",
+        headers={**AUTH, **MCP_HEADERS},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "fuzz", "version": "1"},
+            },
+        },
+    )
     assert init.status_code == 200, init.text
     session = init.headers.get("mcp-session-id")
     if session:
-        await client.post("/mcp/", headers={**AUTH, **MCP_HEADERS, "Mcp-Session-Id": session},
-                          json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await client.post(
+            "/mcp/",
+            headers={**AUTH, **MCP_HEADERS, "Mcp-Session-Id": session},
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+        )
     return session
 
 
@@ -592,17 +918,35 @@ async def test_no_request_body_gets_a_5xx(green: Green, caplog: pytest.LogCaptur
         for (envelope, headers, note), framing in draw_examples(a2a_requests(), EXAMPLES["a2a"]):
             probes.append(_framed("a2a", "/", _dumps(envelope), headers, note, framing))
         for body, framing in draw_examples(RUN_BODIES, EXAMPLES["run"]):
-            probes.append(_framed("run", "/run", _dumps(body), {"content-type": "application/json", **AUTH},
-                                  f"run {sorted(body)}", framing))
+            probes.append(
+                _framed(
+                    "run",
+                    "/run",
+                    _dumps(body),
+                    {"content-type": "application/json", **AUTH},
+                    f"run {sorted(body)}",
+                    framing,
+                )
+            )
         for (data, fields, note), framing in draw_examples(csv_uploads(), EXAMPLES["csv"]):
             # form values as bytes: a lone surrogate is sent as the (invalid) UTF-8 bytes it would encode to
-            encoded = {k: v.replace("{finance}", green.finance).encode("utf-8", "surrogatepass")
-                       for k, v in fields.items()}
-            request = httpx.Request("POST", "http://x/evaluations/run", files={"file": ("suite.csv", data)},
-                                    data=encoded)
+            encoded = {
+                k: v.replace("{finance}", green.finance).encode("utf-8", "surrogatepass") for k, v in fields.items()
+            }
+            request = httpx.Request(
+                "POST", "http://x/evaluations/run", files={"file": ("suite.csv", data)}, data=encoded
+            )
             body = request.read()
-            probes.append(_framed("csv", "/evaluations/run", body,
-                                  {"content-type": request.headers["content-type"], **AUTH}, note, framing))
+            probes.append(
+                _framed(
+                    "csv",
+                    "/evaluations/run",
+                    body,
+                    {"content-type": request.headers["content-type"], **AUTH},
+                    note,
+                    framing,
+                )
+            )
         await _fire_all(client, probes, tally)
 
         # MCP: the drawn JSON-RPC, without a session and then inside one. One at a time: drawn ids repeat, and two
@@ -613,8 +957,16 @@ async def test_no_request_body_gets_a_5xx(green: Green, caplog: pytest.LogCaptur
             headers = {"content-type": "application/json", **AUTH, **MCP_HEADERS}
             if session and index % 4:
                 headers["Mcp-Session-Id"] = session
-            mcp_probes.append(_framed("mcp", "/mcp/", _dumps(body), headers,
-                                      f"mcp {body.get('method')!r} session={'Mcp-Session-Id' in headers}", framing))
+            mcp_probes.append(
+                _framed(
+                    "mcp",
+                    "/mcp/",
+                    _dumps(body),
+                    headers,
+                    f"mcp {body.get('method')!r} session={'Mcp-Session-Id' in headers}",
+                    framing,
+                )
+            )
         await _fire_all(client, mcp_probes, tally, parallel=1)
 
         health = await client.get("/health")
@@ -624,7 +976,8 @@ async def test_no_request_body_gets_a_5xx(green: Green, caplog: pytest.LogCaptur
     assert health.status_code == 200 and health.json()["status"] == "ok", health.text
     assert card.status_code == 200
     assert not tally.failures, f"{len(tally.failures)} request(s) broke a rule (url {green.url}):\n" + "\n".join(
-        tally.failures[:40])
+        tally.failures[:40]
+    )
     assert tally.sent >= 600
     assert not list(green.runs_dir.parent.glob("x")) and not (green.runs_dir.parent / "x").exists()
 

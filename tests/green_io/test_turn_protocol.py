@@ -47,8 +47,12 @@ def test_first_data_carries_the_same_content() -> None:
     assert build_first_data("P", TOOLS) == {"policy": "P", "tools": TOOLS, "reply_format": REPLY_FORMAT}
 
 
-MCP = {"url": "http://green:9009/mcp-attempts/abc/", "token": "s3cret", "transport": "streamable-http",
-       "auth": "bearer"}
+MCP = {
+    "url": "http://green:9009/mcp-attempts/abc/",
+    "token": "s3cret",
+    "transport": "streamable-http",
+    "auth": "bearer",
+}
 
 
 def test_mcp_first_message_names_the_endpoint_and_asks_for_respond_only() -> None:
@@ -218,8 +222,10 @@ def test_rejections_say_why(text: str | None, data: list[dict[str, Any]], reason
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ('<json>{"name": "calculate", "arguments": {"x": ' + "9" * 5000 + "}}</json>",
-         "an integer with 5000 digits (at most 64 are accepted)"),
+        (
+            '<json>{"name": "calculate", "arguments": {"x": ' + "9" * 5000 + "}}</json>",
+            "an integer with 5000 digits (at most 64 are accepted)",
+        ),
         ('{"name": "calculate", "arguments": {"x": -' + "9" * 65 + "}}", "an integer with 65 digits"),
         ("<json>" + "[" * 5000 + "]" * 5000 + "</json>", "nested too deeply"),
         ('{"a":' * 5000, "nested too deeply"),
@@ -282,7 +288,10 @@ def test_parser_work_is_linear_in_the_reply(text: str) -> None:
 # ----------------------------------------------------------------------------------------------- round trip
 
 _json_leaf = (
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12)
 )
 _json_value = st.recursive(

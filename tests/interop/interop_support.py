@@ -33,10 +33,10 @@ import pytest
 from rich.console import Console
 
 from green_agent.engine.config import remote_config_dict
+from launcher.cli.run_command import BattleDisplay, RunOptions, green_agent_argv, start_agent, white_agent_argv
 from launcher.cli.scenario import load_scenario
 from launcher.ports import free_port, free_ports, loopback_url
 from launcher.processes import ProcessGroup, wait_until_ready
-from launcher.cli.run_command import BattleDisplay, RunOptions, green_agent_argv, start_agent, white_agent_argv
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -56,8 +56,15 @@ def agentbeats_venv() -> Path:
     configured = os.environ.get("ARENA_AGENTBEATS_VENV", ".venv-agentbeats")
     venv = Path(configured) if Path(configured).is_absolute() else REPO / configured
     try:
-        done = subprocess.run(["bash", str(VENV_SCRIPT)], check=False, cwd=REPO, capture_output=True, text=True,
-                              timeout=1200, env={**os.environ, "ARENA_AGENTBEATS_VENV": str(venv)})
+        done = subprocess.run(
+            ["bash", str(VENV_SCRIPT)],
+            check=False,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            env={**os.environ, "ARENA_AGENTBEATS_VENV": str(venv)},
+        )
         ok, output = done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     except (OSError, subprocess.TimeoutExpired) as error:
         ok, output = False, str(error)
@@ -99,12 +106,25 @@ async def start_real_backend(group: ProcessGroup, venv: Path, root: Path) -> tup
         "DEV_LOGIN": "true",
         "OPENROUTER_API_KEY": "dummy",
         "PUBLIC_BACKEND_URL": url,
-        "HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY,
-        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+        "HTTP_PROXY": DEAD_PROXY,
+        "HTTPS_PROXY": DEAD_PROXY,
+        "http_proxy": DEAD_PROXY,
+        "https_proxy": DEAD_PROXY,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
         "PYTHONPATH": str(site),
     }
     env.pop("OPENAI_API_KEY", None)
-    argv = [str(venv / "bin" / "python"), "-m", "uvicorn", "backend.app:app", "--host", "127.0.0.1", "--port", str(port)]
+    argv = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "uvicorn",
+        "backend.app:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     proc = group.start("agentbeats_backend", argv, env=env, cwd=site)
     await wait_until_ready(proc, url + "/health", timeout_s=120)
     return url, real_backend_db(site)
@@ -114,8 +134,17 @@ async def start_our_backend(group: ProcessGroup, root: Path) -> str:
     """``python -m battle_backend`` on a free loopback port with its SQLite file under ``root``."""
     port = free_port()
     url = loopback_url(port)
-    argv = [sys.executable, "-m", "battle_backend", "--host", "127.0.0.1", "--port", str(port),
-            "--db", str(root / "arena_backend.sqlite3")]
+    argv = [
+        sys.executable,
+        "-m",
+        "battle_backend",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--db",
+        str(root / "arena_backend.sqlite3"),
+    ]
     proc = group.start("arena_backend", argv, cwd=REPO)
     await wait_until_ready(proc, url + "/health", timeout_s=120)
     return url
@@ -139,18 +168,33 @@ async def start_agents(group: ProcessGroup, runs_dir: Path, log_dir: Path) -> Ag
     white_port, green_port, white_launcher_port, green_launcher_port = free_ports(4)
     options = RunOptions(scenario_path=SCENARIO, runs_dir=runs_dir, with_launchers=True, quiet=True)
     display = BattleDisplay(Console(file=io.StringIO()), quiet=True)
-    white_url, _ = await start_agent(group, display, "white_agent",
-                                     white_agent_argv(scenario.white_agent, white_port, python=sys.executable),
-                                     white_port, white_launcher_port, options, log_dir)
-    green_url, _ = await start_agent(group, display, "green_agent",
-                                     green_agent_argv(green_port, runs_dir, python=sys.executable, scenario=SCENARIO),
-                                     green_port, green_launcher_port, options, log_dir)
+    white_url, _ = await start_agent(
+        group,
+        display,
+        "white_agent",
+        white_agent_argv(scenario.white_agent, white_port, python=sys.executable),
+        white_port,
+        white_launcher_port,
+        options,
+        log_dir,
+    )
+    green_url, _ = await start_agent(
+        group,
+        display,
+        "green_agent",
+        green_agent_argv(green_port, runs_dir, python=sys.executable, scenario=SCENARIO),
+        green_port,
+        green_launcher_port,
+        options,
+        log_dir,
+    )
     return Agents(white_url, loopback_url(white_launcher_port), green_url, loopback_url(green_launcher_port))
 
 
 async def _checked(response: httpx.Response, *expected: int) -> Any:
-    assert response.status_code in expected, f"{response.request.method} {response.request.url}: " \
-                                             f"HTTP {response.status_code} {response.text[:500]}"
+    assert response.status_code in expected, (
+        f"{response.request.method} {response.request.url}: HTTP {response.status_code} {response.text[:500]}"
+    )
     return response.json() if response.content else None
 
 
@@ -166,17 +210,44 @@ class BattleRun:
 async def run_battle(backend_url: str, agents: Agents) -> BattleRun:
     """Register both agents and create the battle through the AgentBeats API; poll until it is finished or errored."""
     async with httpx.AsyncClient(base_url=backend_url, timeout=30.0, trust_env=False) as http:
-        white = await _checked(await http.post("/agents", json={
-            "alias": WHITE_ALIAS, "agent_url": agents.white_url, "launcher_url": agents.white_launcher,
-            "is_green": False}), 201)
-        green = await _checked(await http.post("/agents", json={
-            "alias": GREEN_ALIAS, "agent_url": agents.green_url, "launcher_url": agents.green_launcher,
-            "is_green": True, "participant_requirements": WHITE_REQUIREMENT, "battle_timeout": 600}), 201)
+        white = await _checked(
+            await http.post(
+                "/agents",
+                json={
+                    "alias": WHITE_ALIAS,
+                    "agent_url": agents.white_url,
+                    "launcher_url": agents.white_launcher,
+                    "is_green": False,
+                },
+            ),
+            201,
+        )
+        green = await _checked(
+            await http.post(
+                "/agents",
+                json={
+                    "alias": GREEN_ALIAS,
+                    "agent_url": agents.green_url,
+                    "launcher_url": agents.green_launcher,
+                    "is_green": True,
+                    "participant_requirements": WHITE_REQUIREMENT,
+                    "battle_timeout": 600,
+                },
+            ),
+            201,
+        )
         config = remote_config_dict(load_scenario(SCENARIO).pass_k_config)  # what a remote config may say
-        created = await _checked(await http.post("/battles", json={
-            "green_agent_id": green["agent_id"],
-            "opponents": [{"name": "white_agent", "agent_id": white["agent_id"]}],
-            "config": {"pass_k_config": config}}), 201)
+        created = await _checked(
+            await http.post(
+                "/battles",
+                json={
+                    "green_agent_id": green["agent_id"],
+                    "opponents": [{"name": "white_agent", "agent_id": white["agent_id"]}],
+                    "config": {"pass_k_config": config},
+                },
+            ),
+            201,
+        )
         battle_id = created["battle_id"]
         async with asyncio.timeout(BATTLE_LIMIT_S):
             while True:

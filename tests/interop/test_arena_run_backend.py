@@ -49,13 +49,13 @@ def arena(*args: str) -> list[str]:
     return [sys.executable, "-m", "launcher", *args]
 
 
-
 def start_arena_until(
     args: list[str], marker: str
 ) -> tuple[subprocess.Popen[str], DescendantWatcher, list[str], threading.Event, threading.Thread]:
     """Start ``arena ARGS`` and collect its output in a thread; the event is set once a line contains ``marker``."""
-    proc = subprocess.Popen(arena(*args), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        arena(*args), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     watcher = DescendantWatcher(proc.pid)
     lines: list[str] = []
     seen = threading.Event()
@@ -71,10 +71,12 @@ def start_arena_until(
     reader.start()
     return proc, watcher, lines, seen, reader
 
+
 def run_arena(args: list[str]) -> tuple[int, str, list[Any]]:
     """Run ``arena ...`` to its end; (exit code, output, every descendant it had)."""
-    proc = subprocess.Popen(arena(*args), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        arena(*args), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     watcher = DescendantWatcher(proc.pid)
     try:
         output, _ = proc.communicate(timeout=RUN_LIMIT_S)
@@ -92,7 +94,11 @@ def _assert_finished_with_our_result(battle: dict[str, Any], output: str) -> Non
     assert f"winner (as the backend records it): {winner}" in output
     attempts = battle["result"]["detail"]["attempts"]
     assert sorted((a["task_index"], a["attempt"], a["outcome"]) for a in attempts) == [
-        (0, 1, "success"), (0, 2, "success"), (1, 1, "success"), (1, 2, "success")]
+        (0, 1, "success"),
+        (0, 2, "success"),
+        (1, 1, "success"),
+        (1, 2, "success"),
+    ]
     messages = [e["message"] for e in battle["interact_history"] if e.get("reported_by") == "green_agent"]
     assert sum("✅ Attempt" in m for m in messages) == 4, messages
     assert battle["interact_history"][-1]["is_result"] is True
@@ -135,11 +141,13 @@ async def test_arena_run_through_a_running_arena_backend(tmp_path: Path) -> None
     port = free_port()
     url = loopback_url(port)
     async with ProcessGroup(tmp_path / "logs", handle_signals=False) as group:
-        backend = group.start("backend", arena("backend", "--port", str(port), "--db", str(tmp_path / "b.sqlite3")),
-                              env=_env(), cwd=REPO)
+        backend = group.start(
+            "backend", arena("backend", "--port", str(port), "--db", str(tmp_path / "b.sqlite3")), env=_env(), cwd=REPO
+        )
         await wait_until_ready(backend, url + "/health", timeout_s=60)
         code, output, descendants = await asyncio.to_thread(
-            run_arena, ["run", str(SCENARIO), "--backend", url, "--runs-dir", str(tmp_path / "runs")])
+            run_arena, ["run", str(SCENARIO), "--backend", url, "--runs-dir", str(tmp_path / "runs")]
+        )
         assert code == EXIT_OK, output
         assert still_running(descendants) == [], output
         page = PAGE_RE.search(output)
@@ -157,7 +165,8 @@ async def test_arena_run_through_a_running_arena_backend(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_ctrl_c_during_a_backend_battle_stops_everything(tmp_path: Path) -> None:
     proc, watcher, lines, page_seen, reader = start_arena_until(
-        ["run", str(SCENARIO), "--backend", "local", "--runs-dir", str(tmp_path / "runs")], "battle page:")
+        ["run", str(SCENARIO), "--backend", "local", "--runs-dir", str(tmp_path / "runs")], "battle page:"
+    )
     try:
         assert page_seen.wait(timeout=RUN_LIMIT_S), "".join(lines)
         proc.send_signal(signal.SIGINT)
@@ -212,8 +221,12 @@ def test_battle_timeout_estimate_covers_every_wave_at_its_limit() -> None:
     assert estimate_battle_timeout(sweep) >= 100 * 900
 
 
-def _battle(state: str, result: dict[str, Any] | None = None, history: list[dict[str, Any]] | None = None,
-            error: str | None = None) -> dict[str, Any]:
+def _battle(
+    state: str,
+    result: dict[str, Any] | None = None,
+    history: list[dict[str, Any]] | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
     return {"state": state, "result": result, "interact_history": history or [], "error": error}
 
 
@@ -223,12 +236,18 @@ def test_judge_battle_maps_backend_outcomes_to_exit_codes() -> None:
     code, message = judge_battle(_battle("error", error="Failed to reset green agent"))
     assert code == EXIT_HARNESS_ERROR and "Failed to reset green agent" in str(message)
     # AgentBeats' timeout result and ours.
-    for result in ({"winner": "draw", "score": {"reason": "timeout"}, "detail": {"message": "Battle timed out"}},
-                   {"winner": "draw", "reason": "timeout", "detail": {}}):
+    for result in (
+        {"winner": "draw", "score": {"reason": "timeout"}, "detail": {"message": "Battle timed out"}},
+        {"winner": "draw", "reason": "timeout", "detail": {}},
+    ):
         code, message = judge_battle(_battle("finished", result))
         assert code == EXIT_HARNESS_ERROR and "timed out" in str(message)
-    refused = {"is_result": True, "message": "battle could not start: k must be even", "winner": "draw",
-               "detail": {"error": "k must be even"}}
+    refused = {
+        "is_result": True,
+        "message": "battle could not start: k must be even",
+        "winner": "draw",
+        "detail": {"error": "k must be even"},
+    }
     assert judge_battle(_battle("finished", {"winner": "draw", "detail": refused["detail"]}, [refused]))[0] == 2
     crashed = {**refused, "message": "battle failed in the harness: RuntimeError: boom"}
     assert judge_battle(_battle("finished", {"winner": "draw", "detail": crashed["detail"]}, [crashed]))[0] == 1
@@ -238,7 +257,8 @@ def test_judge_battle_maps_backend_outcomes_to_exit_codes() -> None:
 def test_keep_backend_serves_the_page_until_ctrl_c(tmp_path: Path) -> None:
     proc, watcher, lines, serving, reader = start_arena_until(
         ["run", str(SCENARIO), "--backend", "local", "--keep-backend", "-q", "--runs-dir", str(tmp_path / "r")],
-        "keeps serving at")
+        "keeps serving at",
+    )
     try:
         assert serving.wait(timeout=RUN_LIMIT_S), "".join(lines)
         output = "".join(lines)

@@ -113,8 +113,17 @@ async def test_arena_run_with_the_real_agentbeats_backend(venv: Path, tmp_path: 
 
     def arena_run(url: str) -> tuple[int, str, list[psutil.Process]]:
         env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "NO_COLOR": "1"}
-        argv = [sys.executable, "-m", "launcher", "run", str(SCENARIO), "--backend", url,
-                "--runs-dir", str(tmp_path / "runs")]
+        argv = [
+            sys.executable,
+            "-m",
+            "launcher",
+            "run",
+            str(SCENARIO),
+            "--backend",
+            url,
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ]
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         watcher = DescendantWatcher(proc.pid)
         try:

@@ -74,9 +74,12 @@ class FakeGreenExecutor(AgentExecutor):
         tasks = [f"{config.get('domain', 'retail')}/test/{config.get('task_id', 0)}"]
         total = k * len(tasks)
         await updater.start_work(
-            _status(f"🎯 Starting pass@{k} evaluation",
-                    {"type": "battle_started", "battle_id": battle_id, "attempts_total": total, "tasks": tasks},
-                    task.context_id, task.id)
+            _status(
+                f"🎯 Starting pass@{k} evaluation",
+                {"type": "battle_started", "battle_id": battle_id, "attempts_total": total, "tasks": tasks},
+                task.context_id,
+                task.id,
+            )
         )
         if self.mode == "die":
             await asyncio.sleep(0.2)
@@ -92,8 +95,12 @@ class FakeGreenExecutor(AgentExecutor):
             key = tasks[index // k]
             await updater.update_status(
                 TaskState.TASK_STATE_WORKING,
-                _status(f"🔄 Starting attempt {attempt}/{k}...",
-                        {"type": "attempt_started", "task_key": key, "attempt": attempt}, task.context_id, task.id),
+                _status(
+                    f"🔄 Starting attempt {attempt}/{k}...",
+                    {"type": "attempt_started", "task_key": key, "attempt": attempt},
+                    task.context_id,
+                    task.id,
+                ),
             )
             outcome = OUTCOMES[index % len(OUTCOMES)]
             reward = 1.0 if outcome == "success" else 0.0
@@ -101,12 +108,27 @@ class FakeGreenExecutor(AgentExecutor):
             mark = "✅" if outcome == "success" else "❌"
             await updater.update_status(
                 TaskState.TASK_STATE_WORKING,
-                _status(f"{mark} Attempt {attempt}/{k}: {outcome.upper()} (reward={reward})",
-                        {"type": "attempt_finished", "task_key": key, "attempt": attempt, "outcome": outcome,
-                         "done": index + 1, "total": total, "reward": reward}, task.context_id, task.id),
+                _status(
+                    f"{mark} Attempt {attempt}/{k}: {outcome.upper()} (reward={reward})",
+                    {
+                        "type": "attempt_finished",
+                        "task_key": key,
+                        "attempt": attempt,
+                        "outcome": outcome,
+                        "done": index + 1,
+                        "total": total,
+                        "reward": reward,
+                    },
+                    task.context_id,
+                    task.id,
+                ),
             )
-        result = {"battle_id": battle_id, "white_agent_url": request["participants"]["white_agent"],
-                  "attempts": attempts, "status": "completed"}
+        result = {
+            "battle_id": battle_id,
+            "white_agent_url": request["participants"]["white_agent"],
+            "attempts": attempts,
+            "status": "completed",
+        }
         markdown = f"# Battle {battle_id}\n\n- attempts: {total}\n"
         run_dir = self.runs_dir / battle_id
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -119,8 +141,9 @@ class FakeGreenExecutor(AgentExecutor):
         return None
 
 
-def build_app(card_url: str, runs_dir: Path, mode: str = "ok", record: Path | None = None,
-              operator_token: str | None = None) -> Starlette:
+def build_app(
+    card_url: str, runs_dir: Path, mode: str = "ok", record: Path | None = None, operator_token: str | None = None
+) -> Starlette:
     """The fake green agent; with ``operator_token`` its A2A endpoint answers 401 to requests without the bearer
     token (as the real one refuses assessments), so launcher tests prove the token is passed."""
     card = AgentCard(
@@ -136,8 +159,9 @@ def build_app(card_url: str, runs_dir: Path, mode: str = "ok", record: Path | No
     handler = DefaultRequestHandler(
         agent_executor=FakeGreenExecutor(runs_dir, mode, record), task_store=InMemoryTaskStore(), agent_card=card
     )
-    app = Starlette(routes=[*create_agent_card_routes(card),
-                            *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)])
+    app = Starlette(
+        routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)]
+    )
     if operator_token:
 
         class RequireToken(BaseHTTPMiddleware):
@@ -163,8 +187,13 @@ def main() -> None:
     if pidfile:
         Path(pidfile).write_text(str(os.getpid()), encoding="utf-8")
     record = os.environ.get("FAKE_GREEN_RECORD")
-    app = build_app(args.card_url, args.runs_dir, os.environ.get("FAKE_GREEN_MODE", "ok"),
-                    Path(record) if record else None, operator_token=os.environ.get("ARENA_OPERATOR_TOKEN"))
+    app = build_app(
+        args.card_url,
+        args.runs_dir,
+        os.environ.get("FAKE_GREEN_MODE", "ok"),
+        Path(record) if record else None,
+        operator_token=os.environ.get("ARENA_OPERATOR_TOKEN"),
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
 
 

@@ -17,8 +17,13 @@ from launcher.ports import free_port, loopback_url
 from launcher.processes import start_process, stop_process, wait_until_ready
 
 WHITE = "http://127.0.0.1:9"
-CONFIG: dict[str, Any] = {"mode": "manual", "k": 4, "domain": "retail", "task_id": 5,
-                          "user_simulator": {"kind": "scripted"}}
+CONFIG: dict[str, Any] = {
+    "mode": "manual",
+    "k": 4,
+    "domain": "retail",
+    "task_id": 5,
+    "user_simulator": {"kind": "scripted"},
+}
 
 
 def test_request_text_shape() -> None:
@@ -36,8 +41,9 @@ async def test_completed_assessment_streams_events_and_result(tmp_path: Path) ->
     record = tmp_path / "request.json"
     seen: list[tuple[dict[str, Any], str]] = []
     async with _served(tmp_path, "ok", record) as url:
-        outcome = await run_assessment(url, WHITE, CONFIG, battle_id="battle-7",
-                                       on_event=lambda event, text: seen.append((event, text)))
+        outcome = await run_assessment(
+            url, WHITE, CONFIG, battle_id="battle-7", on_event=lambda event, text: seen.append((event, text))
+        )
     assert outcome.state == "completed" and outcome.completed
     assert outcome.error is None
     assert outcome.battle_started
@@ -103,8 +109,9 @@ async def test_green_agent_dying_mid_stream_raises(tmp_path: Path) -> None:
         "sys.argv = ['fake', '--port', sys.argv[1], '--card-url', sys.argv[2], '--runs-dir', sys.argv[3]]; "
         "import arena_fake_green; arena_fake_green.main()"
     )
-    proc = start_process("fake_green", [sys.executable, "-c", env_code, str(port), url, str(tmp_path / "runs")],
-                         log_dir=tmp_path)
+    proc = start_process(
+        "fake_green", [sys.executable, "-c", env_code, str(port), url, str(tmp_path / "runs")], log_dir=tmp_path
+    )
     try:
         await wait_until_ready(proc, url + "/.well-known/agent-card.json", timeout_s=60)
         events: list[str] = []

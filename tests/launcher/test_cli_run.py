@@ -19,8 +19,8 @@ from launcher_test_helpers import REPO, pid_alive, wait_gone
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
-from launcher.ports import free_port, loopback_url
 from launcher.cli.run_command import generate_battle_id, white_agent_argv
+from launcher.ports import free_port, loopback_url
 
 runner = CliRunner()
 
@@ -74,7 +74,8 @@ def test_bad_battle_id_exits_2(tmp_path: Path) -> None:
 def test_llm_user_without_key_is_refused_before_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ARENA_TEST_MISSING_KEY", raising=False)
     scenario = write_scenario(
-        tmp_path, EXTERNAL_WHITE + '\n[user_simulator]\nkind = "llm"\napi_key_env = "ARENA_TEST_MISSING_KEY"\n')
+        tmp_path, EXTERNAL_WHITE + '\n[user_simulator]\nkind = "llm"\napi_key_env = "ARENA_TEST_MISSING_KEY"\n'
+    )
     code, output = run_in_process(str(scenario), "--runs-dir", str(tmp_path / "runs"))
     assert code == 2
     assert "ARENA_TEST_MISSING_KEY" in output
@@ -102,8 +103,9 @@ def test_white_argv_carries_settings_but_never_key_values() -> None:
     assert argv[argv.index("--seed") + 1] == "7"
     assert argv[argv.index("--card-url") + 1] == "http://127.0.0.1:5555"
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--fault-rate"] == ["crash=0.1", "skip_action=0.25"]
-    llm = white_agent_argv(WhiteAgentConfig(kind="llm", model="m1", base_url="http://llm", api_key_env="K"), 1,
-                           python="py")
+    llm = white_agent_argv(
+        WhiteAgentConfig(kind="llm", model="m1", base_url="http://llm", api_key_env="K"), 1, python="py"
+    )
     assert llm[llm.index("--api-key-env") + 1] == "K"
     assert llm[llm.index("--base-url") + 1] == "http://llm"
 
@@ -126,21 +128,51 @@ class ArenaRun:
         self.record = tmp_path / "green_request.json"
         self.green_pidfile = tmp_path / "green.pid"
         self.white_record = tmp_path / "white.json"
-        self.env = {**env, "FAKE_GREEN_MODE": mode, "FAKE_GREEN_RECORD": str(self.record),
-                    "FAKE_GREEN_PIDFILE": str(self.green_pidfile), "FAKE_WHITE_RECORD": str(self.white_record),
-                    "COLUMNS": "200"}
+        self.env = {
+            **env,
+            "FAKE_GREEN_MODE": mode,
+            "FAKE_GREEN_RECORD": str(self.record),
+            "FAKE_GREEN_PIDFILE": str(self.green_pidfile),
+            "FAKE_WHITE_RECORD": str(self.white_record),
+            "COLUMNS": "200",
+        }
 
     def argv(self, scenario: Path, *extra: str) -> list[str]:
-        return [sys.executable, "-m", "launcher", "run", str(scenario), "--runs-dir", str(self.runs),
-                "--green-module", "arena_fake_green", "--white-module", "arena_fake_white", *extra]
+        return [
+            sys.executable,
+            "-m",
+            "launcher",
+            "run",
+            str(scenario),
+            "--runs-dir",
+            str(self.runs),
+            "--green-module",
+            "arena_fake_green",
+            "--white-module",
+            "arena_fake_white",
+            *extra,
+        ]
 
     def run(self, scenario: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(scenario, *extra), cwd=REPO, env=self.env, capture_output=True, text=True,
-                              timeout=240, check=False)
+        return subprocess.run(
+            self.argv(scenario, *extra),
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
 
     def start(self, scenario: Path, *extra: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(scenario, *extra), cwd=REPO, env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            self.argv(scenario, *extra),
+            cwd=REPO,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def green_pid(self) -> int:
         return int(self.green_pidfile.read_text())
@@ -148,8 +180,11 @@ class ArenaRun:
 
 def test_completed_battle_exits_0_and_prints_summary_path(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     arena = ArenaRun(tmp_path, subprocess_env)
-    scenario = write_scenario(tmp_path, '[pass_k_config]\nk = 4\ndomain = "retail"\ntask_id = 5\n'
-                                        '[white_agent]\nkind = "flaky"\nseed = 3\nfault_rates = { crash = 0.5 }\n')
+    scenario = write_scenario(
+        tmp_path,
+        '[pass_k_config]\nk = 4\ndomain = "retail"\ntask_id = 5\n'
+        '[white_agent]\nkind = "flaky"\nseed = 3\nfault_rates = { crash = 0.5 }\n',
+    )
     os.environ.setdefault("OPENAI_API_KEY", "")  # (not needed: scripted user, flaky white)
     done = arena.run(scenario, "--battle-id", "b-ok")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -196,7 +231,7 @@ def test_green_agent_rejecting_the_config_exits_2(tmp_path: Path, subprocess_env
 
 def test_green_agent_dying_exits_1_with_its_exit_code(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     arena = ArenaRun(tmp_path, subprocess_env, mode="die")
-    scenario = write_scenario(tmp_path, "[white_agent]\nkind = \"replay\"\n")
+    scenario = write_scenario(tmp_path, '[white_agent]\nkind = "replay"\n')
     done = arena.run(scenario, "--battle-id", "b-die")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "green_agent exited with code 7" in done.stdout
@@ -236,8 +271,9 @@ def test_agent_failing_behind_a_launcher_fails_fast(tmp_path: Path, subprocess_e
 
 
 @pytest.mark.parametrize(("sig", "expected"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupt_leaves_no_process(tmp_path: Path, subprocess_env: dict[str, str], sig: signal.Signals,
-                                     expected: int) -> None:
+def test_interrupt_leaves_no_process(
+    tmp_path: Path, subprocess_env: dict[str, str], sig: signal.Signals, expected: int
+) -> None:
     arena = ArenaRun(tmp_path, subprocess_env, mode="hang")
     scenario = write_scenario(tmp_path, '[white_agent]\nkind = "replay"\n')
     proc = arena.start(scenario)

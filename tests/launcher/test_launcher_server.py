@@ -44,13 +44,22 @@ def make_launcher(tmp_path: Path) -> AgentLauncher:
     port = free_port()
     url = loopback_url(port)
     www = write_card_dir(tmp_path / "www", url)
-    return AgentLauncher(agent_argv=http_server_argv(www, port), agent_url=url, log_dir=tmp_path / "logs",
-                         name="static", ready_timeout_s=30, grace_s=3)
+    return AgentLauncher(
+        agent_argv=http_server_argv(www, port),
+        agent_url=url,
+        log_dir=tmp_path / "logs",
+        name="static",
+        ready_timeout_s=30,
+        grace_s=3,
+    )
 
 
 def test_extra_args_follow_the_platform_convention() -> None:
     assert extra_args_to_argv({"verbose": True, "quiet": False, "model": "m", "n": 3}) == [
-        "--verbose", "--model=m", "--n=3"]
+        "--verbose",
+        "--model=m",
+        "--n=3",
+    ]
 
 
 async def test_status_before_and_after_reset_and_backend_ready(tmp_path: Path) -> None:
@@ -64,8 +73,9 @@ async def test_status_before_and_after_reset_and_backend_ready(tmp_path: Path) -
         status = (await client.get("/status")).json()
         assert status == {"status": STATUS_STOPPED}
 
-        response = await client.post("/reset", json={"signal": "reset", "agent_id": "agent-42",
-                                                     "backend_url": backend_url, "extra_args": {}})
+        response = await client.post(
+            "/reset", json={"signal": "reset", "agent_id": "agent-42", "backend_url": backend_url, "extra_args": {}}
+        )
         assert response.status_code == 200
         first_pid = response.json()["pid"]
 
@@ -82,8 +92,9 @@ async def test_status_before_and_after_reset_and_backend_ready(tmp_path: Path) -
 
         # A second reset replaces the process.
         backend.received.clear()
-        response = await client.post("/reset", json={"signal": "reset", "agent_id": "agent-42",
-                                                     "backend_url": backend_url, "extra_args": {}})
+        response = await client.post(
+            "/reset", json={"signal": "reset", "agent_id": "agent-42", "backend_url": backend_url, "extra_args": {}}
+        )
         second_pid = response.json()["pid"]
         assert second_pid != first_pid
         assert wait_gone([first_pid], timeout_s=10) == []
@@ -108,9 +119,13 @@ async def test_reset_rejects_bad_signals(tmp_path: Path) -> None:
 
 async def test_agent_that_cannot_start_is_never_reported_ready(tmp_path: Path) -> None:
     backend = FakeBackend()
-    launcher = AgentLauncher(agent_argv=[sys.executable, "-c", "import sys; sys.exit(4)"],
-                             agent_url=loopback_url(free_port()), log_dir=tmp_path, name="broken",
-                             ready_timeout_s=30)
+    launcher = AgentLauncher(
+        agent_argv=[sys.executable, "-c", "import sys; sys.exit(4)"],
+        agent_url=loopback_url(free_port()),
+        log_dir=tmp_path,
+        name="broken",
+        ready_timeout_s=30,
+    )
     async with (
         serve(backend.app) as backend_url,
         serve(build_launcher_app(launcher, autostart=False)) as url,
@@ -140,15 +155,25 @@ async def test_launch_and_terminate(tmp_path: Path) -> None:
         assert (await client.get("/status")).json() == {"status": STATUS_STOPPED}
 
 
-def test_launcher_command_serves_and_stops_its_agent_on_sigterm(tmp_path: Path,
-                                                                subprocess_env: dict[str, str]) -> None:
+def test_launcher_command_serves_and_stops_its_agent_on_sigterm(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     agent_port, launcher_port = free_port(), free_port()
     agent_url = loopback_url(agent_port)
     www = write_card_dir(tmp_path / "www", agent_url)
-    argv = [sys.executable, "-m", "launcher", "launcher", "--port", str(launcher_port), "--agent-url", agent_url,
-            "--log-dir", str(tmp_path / "logs"), "--", *http_server_argv(www, agent_port)]
-    launcher = subprocess.Popen(argv, cwd=REPO, env=subprocess_env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        "launcher",
+        "--port",
+        str(launcher_port),
+        "--agent-url",
+        agent_url,
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--",
+        *http_server_argv(www, agent_port),
+    ]
+    launcher = subprocess.Popen(argv, cwd=REPO, env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         status = _poll_status(loopback_url(launcher_port), launcher)
         assert status["status"] == STATUS_RUNNING

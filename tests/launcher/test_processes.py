@@ -141,13 +141,17 @@ SUPERVISOR_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.parametrize(("sig", "expected"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_supervisor_signal_leaves_no_child(tmp_path: Path, sig: signal.Signals, expected: int,
-                                           subprocess_env: dict[str, str]) -> None:
+def test_supervisor_signal_leaves_no_child(
+    tmp_path: Path, sig: signal.Signals, expected: int, subprocess_env: dict[str, str]
+) -> None:
     script = tmp_path / "supervisor.py"
     script.write_text(SUPERVISOR_SCRIPT, encoding="utf-8")
     supervisor = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path / "logs")],
-        stdout=subprocess.PIPE, text=True, cwd=REPO, env=subprocess_env,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=subprocess_env,
     )
     try:
         assert supervisor.stdout is not None

@@ -12,7 +12,8 @@ import pytest
 from launcher_test_helpers import REPO, subprocess_environment
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("green_agent.service.a2a_server") is None or importlib.util.find_spec("white_agent") is None,
+    importlib.util.find_spec("green_agent.service.a2a_server") is None
+    or importlib.util.find_spec("white_agent") is None,
     reason="needs the green agent (green_agent.service.a2a_server) and the white agents",
 )
 
@@ -41,8 +42,14 @@ def test_arena_run_completes_and_writes_the_run_directory(tmp_path: Path) -> Non
     scenario.write_text(SCENARIO, encoding="utf-8")
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "launcher", "run", str(scenario), "--runs-dir", str(runs), "--battle-id", "e2e"]
-    proc = subprocess.Popen(argv, cwd=REPO, env={**subprocess_environment(), "COLUMNS": "200"},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env={**subprocess_environment(), "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         output, _ = proc.communicate(timeout=600)
     finally:
@@ -58,6 +65,9 @@ def test_arena_run_completes_and_writes_the_run_directory(tmp_path: Path) -> Non
     assert len(list((run_dir / "trajectories").glob("*.jsonl"))) == 2
     assert f"summary: {run_dir / 'summary.json'}" in output
     # Nothing we started is left: no process has our run directory on its command line.
-    leftovers = [p.info for p in psutil.process_iter(["pid", "cmdline"])
-                 if any(str(runs) in part for part in (p.info["cmdline"] or []))]
+    leftovers = [
+        p.info
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if any(str(runs) in part for part in (p.info["cmdline"] or []))
+    ]
     assert leftovers == []

@@ -21,9 +21,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from green_agent.service.a2a_server import create_app
 from green_agent.service.mcp import McpComponent
 from green_agent.service.operator_auth import OperatorToken, bearer_header
-from green_agent.service.a2a_server import create_app
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent
@@ -46,8 +46,9 @@ async def green(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Green
 
     def factory(url: str) -> Any:
         holder["component"] = McpComponent(public_url=url, probe_timeout_s=2.0)
-        return create_app(url, runs_dir=runs_dir, components=[holder["component"]],
-                          operator_token=OperatorToken(TEST_OPERATOR_TOKEN))
+        return create_app(
+            url, runs_dir=runs_dir, components=[holder["component"]], operator_token=OperatorToken(TEST_OPERATOR_TOKEN)
+        )
 
     async with serve_app_factory(factory, startup_timeout_s=60) as url:
         yield GreenServer(url, holder["component"], runs_dir)
@@ -58,8 +59,9 @@ _OPERATOR = object()
 
 
 @contextlib.asynccontextmanager
-async def control(green: GreenServer, *, token: str | None | object = _OPERATOR,
-                  **options: Any) -> AsyncIterator[Client]:
+async def control(
+    green: GreenServer, *, token: str | object | None = _OPERATOR, **options: Any
+) -> AsyncIterator[Client]:
     """An MCP client session on the green agent's control endpoint, sending ``Authorization: Bearer <token>``:
     the operator token unless ``token`` says otherwise (None: no Authorization header at all)."""
     value = green.operator_token if token is _OPERATOR else token

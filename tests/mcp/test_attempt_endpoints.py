@@ -73,8 +73,11 @@ async def test_an_endpoint_serves_its_attempts_tools_and_records_calls_verbatim(
     assert unknown.is_error and bad.is_error and error_text(bad).startswith("Error")
     # Every call, failed ones included, is in the trajectory as a call plus its verbatim output.
     records = env.trajectory_records()[before:]
-    assert [r["tool_calls"][0]["name"] for r in records[0::2]] == ["get_user_details", "no_such_tool",
-                                                                   "get_user_details"]
+    assert [r["tool_calls"][0]["name"] for r in records[0::2]] == [
+        "get_user_details",
+        "no_such_tool",
+        "get_user_details",
+    ]
     assert [r["content"] for r in records[1::2]] == [found.content[0].text, error_text(unknown), error_text(bad)]
 
 
@@ -106,18 +109,30 @@ async def test_an_endpoint_closes_when_its_attempt_ends(green: GreenServer) -> N
     refused = await _refused(endpoint.url, endpoint.token)
     assert "closed" in refused.message
     async with httpx.AsyncClient() as http:
-        response = await http.post(endpoint.url, headers={"Authorization": f"Bearer {endpoint.token}",
-                                                          "Accept": ACCEPT}, json={"jsonrpc": "2.0", "id": 1,
-                                                                                   "method": "tools/list"})
+        response = await http.post(
+            endpoint.url,
+            headers={"Authorization": f"Bearer {endpoint.token}", "Accept": ACCEPT},
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        )
     assert response.status_code == 404
 
 
 async def _legacy_session(http: httpx.AsyncClient, endpoint: ToolEndpoint) -> str:
     """Open a handshake-era (stateful) session with raw HTTP; return its session id."""
-    response = await http.post(endpoint.url, headers=_headers(endpoint.token), json={
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    })
+    response = await http.post(
+        endpoint.url,
+        headers=_headers(endpoint.token),
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+    )
     assert response.status_code == 200, response.text
     return response.headers["mcp-session-id"]
 
@@ -130,10 +145,17 @@ def _headers(token: str, session: str | None = None) -> dict[str, str]:
 async def test_a_legacy_session_is_bound_to_the_token_that_opened_it(green: GreenServer) -> None:
     gateway = _gateway(green)
     env_a, env_b = await _env(0), await _env(1)
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "get_user_details", "arguments": {"user_id": _user_id(env_b)}}}
-    async with gateway.open(env_a, "direct/la/1") as a, gateway.open(env_b, "direct/lb/1") as b, \
-            httpx.AsyncClient() as http:
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "get_user_details", "arguments": {"user_id": _user_id(env_b)}},
+    }
+    async with (
+        gateway.open(env_a, "direct/la/1") as a,
+        gateway.open(env_b, "direct/lb/1") as b,
+        httpx.AsyncClient() as http,
+    ):
         session_a = await _legacy_session(http, a)
         # B's own URL and token, but A's session: refused as an unknown session, B's environment untouched.
         count_b = env_b.message_count
@@ -156,8 +178,12 @@ async def test_mcp_client_in_legacy_mode_works_too(green: GreenServer) -> None:
 async def test_host_header_protection_stays_on(green: GreenServer) -> None:
     env = await _env()
     client_info = {"name": "t", "version": "1"}
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": client_info}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": client_info},
+    }
     async with _gateway(green).open(env, "direct/host/1") as endpoint, httpx.AsyncClient() as http:
         attempt = await http.post(endpoint.url, headers={**_headers(endpoint.token), "Host": "evil.example"}, json=body)
         # The control endpoint with the operator token: the Host check still applies behind the token check.

@@ -20,8 +20,12 @@ from green_agent.service.mcp.security import host_of
 from tests.support.servers import serve_app
 
 CLIENT_INFO = {"name": "t", "version": "1"}
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": CLIENT_INFO}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": CLIENT_INFO},
+}
 HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
 
 
@@ -47,8 +51,14 @@ async def _serving(component: McpComponent, registry_getter: Any = _unused_regis
 def test_allowed_hosts_extend_loopback_with_configured_and_public_hosts() -> None:
     settings = transport_security(["green:*", "arena.example"], "http://green-agent:9009/")
     assert settings.enable_dns_rebinding_protection
-    assert settings.allowed_hosts == ["127.0.0.1:*", "localhost:*", "[::1]:*", "green:*", "arena.example",
-                                      "green-agent:9009"]
+    assert settings.allowed_hosts == [
+        "127.0.0.1:*",
+        "localhost:*",
+        "[::1]:*",
+        "green:*",
+        "arena.example",
+        "green-agent:9009",
+    ]
     assert "http://green:*" in settings.allowed_origins and "https://arena.example" in settings.allowed_origins
     assert transport_security(None, None).allowed_hosts == ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     assert [host_of(u) for u in ("http://h:1/x", "https://h/", "http://[::1]:8/")] == ["h:1", "h", "[::1]:8"]
@@ -61,8 +71,13 @@ async def test_configured_container_names_are_accepted_and_others_refused() -> N
         for host in ("green:9009", "arena-green:9009", "localhost:1", "evil.example:9009", "arena-green:1"):
             response = await http.post(f"{url}/mcp/", headers={**HEADERS, "Host": host}, json=INITIALIZE)
             statuses[host] = response.status_code
-    assert statuses == {"green:9009": 200, "arena-green:9009": 200, "localhost:1": 200,
-                        "evil.example:9009": 421, "arena-green:1": 421}
+    assert statuses == {
+        "green:9009": 200,
+        "arena-green:9009": 200,
+        "localhost:1": 200,
+        "evil.example:9009": 421,
+        "arena-green:1": 421,
+    }
 
 
 async def test_attempt_routes_exist_only_with_a_public_url() -> None:
@@ -72,11 +87,16 @@ async def test_attempt_routes_exist_only_with_a_public_url() -> None:
 
 
 async def test_without_a_public_url_mcp_mode_battles_are_refused() -> None:
-    registry = SimpleNamespace(tool_gateway=None, battles={}, get=lambda _battle_id: None,
-                               remote_config=lambda data: parse_remote_battle_config(data, BattleConfig()))
+    registry = SimpleNamespace(
+        tool_gateway=None,
+        battles={},
+        get=lambda _battle_id: None,
+        remote_config=lambda data: parse_remote_battle_config(data, BattleConfig()),
+    )
     async with _serving(McpComponent(), lambda: registry) as url, Client(f"{url}/mcp/") as client:
-        result = await client.call_tool("start_battle", {"white_agent_url": "http://127.0.0.1:9",
-                                                         "config": {"tool_mode": "mcp"}})
+        result = await client.call_tool(
+            "start_battle", {"white_agent_url": "http://127.0.0.1:9", "config": {"tool_mode": "mcp"}}
+        )
     assert result.is_error
     assert "public_url" in result.content[0].text
 

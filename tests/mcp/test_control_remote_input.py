@@ -44,8 +44,9 @@ async def test_operator_only_user_simulator_fields_are_refused(green: GreenServe
         ({"user_simulator": "llm"}, "user_simulator: expected a JSON object"),
     ],
 )
-async def test_configs_are_validated_as_remote_configs(green: GreenServer, config: dict[str, Any],
-                                                       message: str) -> None:
+async def test_configs_are_validated_as_remote_configs(
+    green: GreenServer, config: dict[str, Any], message: str
+) -> None:
     async with control(green) as client:
         result = await client.call_tool("start_battle", {"white_agent_url": NOWHERE, "config": config})
     assert message in error_text(result)
@@ -74,17 +75,24 @@ async def test_invalid_battle_ids_are_refused_by_every_tool_without_echo(green: 
 
 async def test_server_made_battle_ids_are_random_and_long(green: GreenServer) -> None:
     async with white_agent("replay") as white, control(green) as client:
-        ids = [structured(await client.call_tool("start_battle", {"white_agent_url": white, "config": CALIBRATION,
-                                                                  "wait": True}))["battle_id"] for _ in range(2)]
+        ids = [
+            structured(
+                await client.call_tool("start_battle", {"white_agent_url": white, "config": CALIBRATION, "wait": True})
+            )["battle_id"]
+            for _ in range(2)
+        ]
     assert all(re.fullmatch(r"[0-9a-f]{32}", battle_id) for battle_id in ids)  # 128 random bits
     assert ids[0] != ids[1]
 
 
 async def test_errors_never_name_other_battles(green: GreenServer) -> None:
     async with white_agent("replay") as white, control(green) as client:
-        mine = structured(await client.call_tool(
-            "start_battle", {"white_agent_url": white, "config": CALIBRATION, "battle_id": "someone-elses-run",
-                             "wait": True}))
+        mine = structured(
+            await client.call_tool(
+                "start_battle",
+                {"white_agent_url": white, "config": CALIBRATION, "battle_id": "someone-elses-run", "wait": True},
+            )
+        )
         assert mine["state"] == "finished"
         answers = [
             await client.call_tool("get_battle", {"battle_id": "no-such-battle"}),
@@ -107,8 +115,9 @@ async def test_a_run_directory_left_on_disk_is_not_reused(green: GreenServer) ->
     (green.runs_dir / "earlier-process-run").mkdir()
     (green.runs_dir / "earlier-process-run" / "summary.json").write_text("{}")
     async with white_agent("replay") as white, control(green) as client:
-        result = await client.call_tool("start_battle", {"white_agent_url": white, "config": CALIBRATION,
-                                                         "battle_id": "earlier-process-run"})
+        result = await client.call_tool(
+            "start_battle", {"white_agent_url": white, "config": CALIBRATION, "battle_id": "earlier-process-run"}
+        )
     assert "battle_id" in error_text(result) and "already exists" in error_text(result)
     assert (green.runs_dir / "earlier-process-run" / "summary.json").read_text() == "{}"
 
@@ -117,10 +126,13 @@ async def test_cancel_keeps_the_attempts_that_finished_as_a_cancelled_result(gre
     # Seed 5 makes attempt 1 of both tasks hang (no reply) and attempt 2 of both succeed: after two attempts are
     # done, the battle can only be waiting on the two that hang.
     config = {**CALIBRATION, "turn_timeout_s": 600, "concurrency": 4}
-    async with white_agent("flaky", seed=5, fault_rates={"no_reply": 0.5}, no_reply_s=600) as white, \
-            control(green) as client:
-        battle_id = structured(await client.call_tool("start_battle", {"white_agent_url": white,
-                                                                       "config": config}))["battle_id"]
+    async with (
+        white_agent("flaky", seed=5, fault_rates={"no_reply": 0.5}, no_reply_s=600) as white,
+        control(green) as client,
+    ):
+        battle_id = structured(await client.call_tool("start_battle", {"white_agent_url": white, "config": config}))[
+            "battle_id"
+        ]
         for _ in range(600):  # bounded polling: the two good attempts finish in about a second
             status = structured(await client.call_tool("get_battle", {"battle_id": battle_id}))
             if status["attempts_done"] >= 2:
@@ -132,8 +144,9 @@ async def test_cancel_keeps_the_attempts_that_finished_as_a_cancelled_result(gre
         compared = await client.call_tool("compare_runs", {"a": battle_id, "b": {"t": [True]}})
     assert cancelled["state"] == "cancelled" and cancelled["was_running"] is True
     assert (cancelled["attempts_finished"], cancelled["attempts_total"]) == (2, 4)
-    assert cancelled["message"] == (f"battle {battle_id} ended cancelled: 2 of 4 attempts finished; "
-                                    "get_results has the partial summary")
+    assert cancelled["message"] == (
+        f"battle {battle_id} ended cancelled: 2 of 4 attempts finished; get_results has the partial summary"
+    )
     assert results["state"] == results["status"] == "cancelled"
     assert [(a["attempt"], a["outcome"]) for a in results["attempts"]] == [(2, "success"), (2, "success")]
     summary = json.loads((green.runs_dir / battle_id / "summary.json").read_text())

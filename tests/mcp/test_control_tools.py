@@ -14,8 +14,16 @@ from tests.mcp.conftest import GreenServer, control, error_text, structured, whi
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-TOOLS = {"list_domains", "list_tasks", "start_battle", "get_battle", "get_results", "cancel_battle",
-         "score_attempts", "compare_runs"}
+TOOLS = {
+    "list_domains",
+    "list_tasks",
+    "start_battle",
+    "get_battle",
+    "get_results",
+    "cancel_battle",
+    "score_attempts",
+    "compare_runs",
+}
 CALIBRATION = {"domain": "airline", "task_id": [0, 1], "k": 2, "calibration": True}
 
 
@@ -40,8 +48,7 @@ async def test_list_domains_and_tasks(green: GreenServer) -> None:
 
 async def test_a_battle_from_start_to_results(green: GreenServer) -> None:
     async with white_agent("replay") as white, control(green) as client:
-        started = structured(await client.call_tool("start_battle", {"white_agent_url": white,
-                                                                     "config": CALIBRATION}))
+        started = structured(await client.call_tool("start_battle", {"white_agent_url": white, "config": CALIBRATION}))
         battle_id = started["battle_id"]
         assert started["state"] == "running" and started["results"] is None
         for _ in range(600):  # bounded polling: the battle ends in seconds
@@ -57,9 +64,14 @@ async def test_a_battle_from_start_to_results(green: GreenServer) -> None:
     assert [row["j"] for row in results["macro"]] == [1, 2] and results["macro"][1]["pass_hat_mean"] == 1.0
     assert results["micro"]["successes"] == 4 and len(results["attempts"]) == 4
     assert "CALIBRATION" in results["markdown"]
-    assert cancelled == {"battle_id": battle_id, "state": "finished", "was_running": False, "attempts_finished": 4,
-                         "attempts_total": 4,
-                         "message": f"battle {battle_id} had already ended (finished); nothing was cancelled"}
+    assert cancelled == {
+        "battle_id": battle_id,
+        "state": "finished",
+        "was_running": False,
+        "attempts_finished": 4,
+        "attempts_total": 4,
+        "message": f"battle {battle_id} had already ended (finished); nothing was cancelled",
+    }
     assert results["status"] == "completed"
 
 
@@ -71,8 +83,11 @@ async def test_start_battle_with_wait_reports_progress(green: GreenServer, mode:
         seen.append((progress, total, message))
 
     async with white_agent("replay") as white, control(green, mode=mode) as client:
-        result = await client.call_tool("start_battle", {"white_agent_url": white, "config": CALIBRATION,
-                                                         "wait": True}, progress_callback=on_progress)
+        result = await client.call_tool(
+            "start_battle",
+            {"white_agent_url": white, "config": CALIBRATION, "wait": True},
+            progress_callback=on_progress,
+        )
     started = structured(result)
     assert started["state"] == "finished" and started["results"]["micro"]["successes"] == 4
     assert [(p, t) for p, t, _ in seen] == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
@@ -82,17 +97,22 @@ async def test_start_battle_with_wait_reports_progress(green: GreenServer, mode:
 async def test_cancel_a_running_battle(green: GreenServer) -> None:
     # The flaky agent never answers its first turn: the battle stays running until it is cancelled.
     config = {**CALIBRATION, "turn_timeout_s": 600}
-    async with white_agent("flaky", fault_rates={"no_reply": 1.0}, no_reply_s=600) as white, \
-            control(green) as client:
-        battle_id = structured(await client.call_tool("start_battle", {"white_agent_url": white,
-                                                                       "config": config}))["battle_id"]
+    async with white_agent("flaky", fault_rates={"no_reply": 1.0}, no_reply_s=600) as white, control(green) as client:
+        battle_id = structured(await client.call_tool("start_battle", {"white_agent_url": white, "config": config}))[
+            "battle_id"
+        ]
         cancelled = structured(await client.call_tool("cancel_battle", {"battle_id": battle_id}))
         status = structured(await client.call_tool("get_battle", {"battle_id": battle_id}))
         partial = structured(await client.call_tool("get_results", {"battle_id": battle_id}))
         again = structured(await client.call_tool("cancel_battle", {"battle_id": battle_id}))
-    assert cancelled == {"battle_id": battle_id, "state": "cancelled", "was_running": True, "attempts_finished": 0,
-                         "attempts_total": 4, "message": f"battle {battle_id} ended cancelled: 0 of 4 attempts "
-                                                         "finished; get_results has the partial summary"}
+    assert cancelled == {
+        "battle_id": battle_id,
+        "state": "cancelled",
+        "was_running": True,
+        "attempts_finished": 0,
+        "attempts_total": 4,
+        "message": f"battle {battle_id} ended cancelled: 0 of 4 attempts finished; get_results has the partial summary",
+    }
     assert status["state"] == "cancelled" and status["recent_events"][-1]["type"] == "battle_finished"
     assert "battle_cancelled" in {e["type"] for e in status["recent_events"]}
     # The battle's result (the same one summary.json holds) says "cancelled" and covers no attempt.
@@ -109,8 +129,9 @@ async def test_score_attempts_and_compare_runs_match_the_metrics_library(green: 
         summary = structured(await client.call_tool("score_attempts", {"trials": a, "seed": 7}))
         comparison = structured(await client.call_tool("compare_runs", {"a": a, "b": b, "n_bootstrap": 200}))
         async with white_agent("replay") as white:
-            battle = structured(await client.call_tool(
-                "start_battle", {"white_agent_url": white, "config": CALIBRATION, "wait": True}))
+            battle = structured(
+                await client.call_tool("start_battle", {"white_agent_url": white, "config": CALIBRATION, "wait": True})
+            )
         by_id = structured(await client.call_tool("compare_runs", {"a": battle["battle_id"], "b": battle["battle_id"]}))
     assert summary == summarize_trials(a, seed=7).model_dump(mode="json")
     assert comparison == compare_trials(a, b, n_bootstrap=200).model_dump(mode="json")
@@ -140,8 +161,9 @@ async def test_score_attempts_and_compare_runs_match_the_metrics_library(green: 
         ("start_battle", {"white_agent_url": "http://127.0.0.1:9", "battle_id": "../etc"}, "battle_id"),
     ],
 )
-async def test_bad_input_is_a_tool_error(green: GreenServer, tool: str, arguments: dict[str, Any],
-                                         message: str) -> None:
+async def test_bad_input_is_a_tool_error(
+    green: GreenServer, tool: str, arguments: dict[str, Any], message: str
+) -> None:
     async with control(green) as client:
         result = await client.call_tool(tool, arguments)
     assert message in error_text(result)

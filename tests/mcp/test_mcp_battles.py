@@ -20,8 +20,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 async def _battle(green: GreenServer, white: str, config: dict[str, Any], **extra: Any) -> dict[str, Any]:
     async with control(green) as client:
-        result = await client.call_tool("start_battle", {"white_agent_url": white, "config": config, "wait": True,
-                                                         **extra})
+        result = await client.call_tool(
+            "start_battle", {"white_agent_url": white, "config": config, "wait": True, **extra}
+        )
     started = structured(result)
     assert started["state"] == "finished", started
     return started["results"]
@@ -53,8 +54,9 @@ async def test_an_a2a_assessment_request_can_use_mcp_mode(green: GreenServer) ->
 
     config = {"domain": "airline", "task_id": 0, "k": 2, "calibration": True, "tool_mode": "mcp"}
     async with white_agent("replay") as white:
-        outcome = await run_assessment(green.url, white, config, idle_timeout_s=120,
-                                       operator_token=green.operator_token)
+        outcome = await run_assessment(
+            green.url, white, config, idle_timeout_s=120, operator_token=green.operator_token
+        )
     assert outcome.state == "completed", outcome.error
     assert [a["reward"] for a in outcome.result["attempts"]] == [1.0, 1.0]
     assert outcome.result["config"]["tool_mode"] == "mcp"
@@ -82,8 +84,9 @@ def _scripted_model(domain: str, split: str, task_id: str) -> Any:
         if done < len(gold.actions):
             action = gold.actions[done]
             return tool_call_reply(action.name, action.arguments())
-        told = any(m["role"] == "assistant" and m.get("content") == final_statement(gold.communicate_info)
-                   for m in messages)
+        told = any(
+            m["role"] == "assistant" and m.get("content") == final_statement(gold.communicate_info) for m in messages
+        )
         return text_reply(CLOSING_TEXT if told else final_statement(gold.communicate_info))
 
     return answer
@@ -107,8 +110,12 @@ async def test_llm_agent_calls_tools_over_mcp_and_scores_like_text_mode(green: G
     names = {tool["function"]["name"] for tool in first["tools"]}
     assert {"find_user_id_by_email", "calculate", "cancel_pending_order"} <= names
     seen = [m["content"] for m in mcp_requests[-1]["messages"] if m["role"] == "tool"]
-    recorded = {json.loads(line).get("content") for path in (green.runs_dir / "llm-mcp" / "trajectories").iterdir()
-                for line in path.read_text().splitlines()[1:] if json.loads(line).get("role") == "tool"}
+    recorded = {
+        json.loads(line).get("content")
+        for path in (green.runs_dir / "llm-mcp" / "trajectories").iterdir()
+        for line in path.read_text().splitlines()[1:]
+        if json.loads(line).get("role") == "tool"
+    }
     assert len(seen) == 4 and set(seen) <= recorded
 
 

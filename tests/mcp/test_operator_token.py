@@ -39,8 +39,9 @@ def _call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return _rpc("tools/call", {"name": tool, "arguments": arguments})
 
 
-INITIALIZE = _rpc("initialize", {"protocolVersion": LEGACY_VERSION, "capabilities": {},
-                                 "clientInfo": {"name": "t", "version": "1"}})
+INITIALIZE = _rpc(
+    "initialize", {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+)
 
 
 def _bad_credentials(green: GreenServer, attempt_token: str) -> dict[str, dict[str, str]]:
@@ -64,8 +65,7 @@ async def running_battle(green: GreenServer) -> AsyncIterator[str]:
     async with white_agent("flaky", fault_rates={"no_reply": 1.0}, no_reply_s=600) as white:
         # One client per step: an MCP client's task group must not span a fixture's setup and teardown.
         async with control(green) as client:
-            started = structured(await client.call_tool("start_battle", {"white_agent_url": white,
-                                                                         "config": config}))
+            started = structured(await client.call_tool("start_battle", {"white_agent_url": white, "config": config}))
         try:
             yield started["battle_id"]
         finally:
@@ -87,19 +87,23 @@ async def test_without_the_operator_token_the_control_endpoint_answers_401(
         "cancel_battle": _call("cancel_battle", {"battle_id": running_battle}),
         "compare_runs": _call("compare_runs", {"a": running_battle, "b": running_battle}),
     }
-    async with env, green.component.gateway.open(env, "direct/operator-401/1") as endpoint, \
-            httpx.AsyncClient() as http:
+    async with env, green.component.gateway.open(env, "direct/operator-401/1") as endpoint, httpx.AsyncClient() as http:
         answers: dict[tuple[str, str, str], httpx.Response] = {}
         for label, credential in _bad_credentials(green, endpoint.token).items():
             for path in ("/mcp/", "/mcp"):
                 for name, body in requests.items():
                     answers[(label, path, name)] = await http.post(
-                        f"{green.url}{path}", headers={**MCP_HEADERS, **credential}, json=body)
+                        f"{green.url}{path}", headers={**MCP_HEADERS, **credential}, json=body
+                    )
             answers[(label, "/mcp/", "GET")] = await http.get(f"{green.url}/mcp/", headers=credential)
-        query = await http.post(f"{green.url}/mcp/?token=not-the-operator-token-0000", headers=MCP_HEADERS,
-                                json=requests["cancel_battle"])
-        allowed = await http.post(f"{green.url}/mcp/", json=INITIALIZE,
-                                  headers={**MCP_HEADERS, "Authorization": f"Bearer {green.operator_token}"})
+        query = await http.post(
+            f"{green.url}/mcp/?token=not-the-operator-token-0000", headers=MCP_HEADERS, json=requests["cancel_battle"]
+        )
+        allowed = await http.post(
+            f"{green.url}/mcp/",
+            json=INITIALIZE,
+            headers={**MCP_HEADERS, "Authorization": f"Bearer {green.operator_token}"},
+        )
     refused = {key: r.status_code for key, r in answers.items() if r.status_code != 401}
     assert refused == {}
     assert query.status_code == 401 and allowed.status_code == 200
@@ -122,8 +126,11 @@ async def test_an_mcp_client_without_the_operator_token_cannot_use_the_control_t
         statuses.append(response.status_code)
 
     headers = {"Authorization": f"Bearer {token}"} if token is not None else None
-    attempts = {"list_tools": None, "get_battle": {"battle_id": running_battle},
-                "cancel_battle": {"battle_id": running_battle}}
+    attempts = {
+        "list_tools": None,
+        "get_battle": {"battle_id": running_battle},
+        "cancel_battle": {"battle_id": running_battle},
+    }
     for tool, arguments in attempts.items():
         statuses.clear()
         with pytest.raises(BaseException) as caught:  # the SDK's task groups wrap the MCPError
@@ -154,15 +161,19 @@ async def test_attempt_endpoints_take_their_own_token_not_the_operator_token(gre
     env = await AttemptEnvironment.create(resolve_task("retail", "test", 0))
     assert green.component.gateway is not None
     call = _call("get_user_details", {"user_id": USER_ID})
-    async with env, green.component.gateway.open(env, "direct/operator-attempt/1") as endpoint, \
-            httpx.AsyncClient() as http:
+    async with (
+        env,
+        green.component.gateway.open(env, "direct/operator-attempt/1") as endpoint,
+        httpx.AsyncClient() as http,
+    ):
         before = env.message_count
-        operator = await http.post(endpoint.url, json=call,
-                                   headers={**MCP_HEADERS, "Authorization": f"Bearer {green.operator_token}"})
-        operator_cookie = await http.post(endpoint.url, json=call,
-                                          headers={**MCP_HEADERS, "Cookie": f"arena_operator={green.operator_token}"})
-        operator_query = await http.post(f"{endpoint.url}?token={green.operator_token}", json=call,
-                                         headers=MCP_HEADERS)
+        operator = await http.post(
+            endpoint.url, json=call, headers={**MCP_HEADERS, "Authorization": f"Bearer {green.operator_token}"}
+        )
+        operator_cookie = await http.post(
+            endpoint.url, json=call, headers={**MCP_HEADERS, "Cookie": f"arena_operator={green.operator_token}"}
+        )
+        operator_query = await http.post(f"{endpoint.url}?token={green.operator_token}", json=call, headers=MCP_HEADERS)
         assert env.message_count == before  # none of those calls reached (or was recorded on) the environment
         async with attempt_client(endpoint.url, endpoint.token) as client:  # no operator token anywhere
             own = await client.call_tool("get_user_details", {"user_id": USER_ID})
@@ -173,9 +184,17 @@ async def test_attempt_endpoints_take_their_own_token_not_the_operator_token(gre
 
 
 # Percent-encoded: httpx would resolve literal dot segments itself; the server decodes these into "..".
-@pytest.mark.parametrize("raw_path", [b"/mcp-attempts/%2E%2E/mcp/", b"/mcp-attempts/x/%2E%2E/%2E%2E/mcp/",
-                                      b"/mcp-attempts/..%2Fmcp/", b"/health/%2E%2E/mcp/", b"/health%2F..%2Fmcp/",
-                                      b"/.well-known/%2E%2E/mcp/"])
+@pytest.mark.parametrize(
+    "raw_path",
+    [
+        b"/mcp-attempts/%2E%2E/mcp/",
+        b"/mcp-attempts/x/%2E%2E/%2E%2E/mcp/",
+        b"/mcp-attempts/..%2Fmcp/",
+        b"/health/%2E%2E/mcp/",
+        b"/health%2F..%2Fmcp/",
+        b"/.well-known/%2E%2E/mcp/",
+    ],
+)
 async def test_open_path_prefixes_do_not_lead_to_the_control_endpoint(green: GreenServer, raw_path: bytes) -> None:
     # The paths the token check lets through (attempt endpoints, /health, the card) are matched as the router
     # matches them: no dot segment or encoded slash turns one of them into /mcp/.

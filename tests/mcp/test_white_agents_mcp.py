@@ -37,8 +37,13 @@ RETAIL_USERS = ("noah_brown_6181", "ivan_santos_6635")
 """The first two users of tau2's retail database."""
 
 
-def _first(env: AttemptEnvironment, endpoint: ToolEndpoint, *, arena: dict[str, Any] | None = None,
-           user_text: str = "Hi, I need help.") -> tuple[str, dict[str, Any], dict[str, Any]]:
+def _first(
+    env: AttemptEnvironment,
+    endpoint: ToolEndpoint,
+    *,
+    arena: dict[str, Any] | None = None,
+    user_text: str = "Hi, I need help.",
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """The first message the green agent sends in tool mode "mcp" (text, data part, metadata)."""
     described = endpoint.describe()
     data = build_first_data(env.policy, env.tools, mcp=described)
@@ -51,8 +56,11 @@ def _first(env: AttemptEnvironment, endpoint: ToolEndpoint, *, arena: dict[str, 
 async def test_the_mcp_block_is_read_from_metadata_or_data_part() -> None:
     block = {"url": "http://127.0.0.1:1/mcp-attempts/x/", "token": "t0k", "transport": "streamable-http"}
     for metadata, data in [({"mcp": block}, {}), ({}, {"mcp": block}), ({"mcp": {"url": 3}}, {"mcp": block})]:
-        message = Message(role=Role.ROLE_USER, message_id="m", parts=[new_text_part("User message: hi"),
-                                                                      new_data_part({"tools": [], **data})])
+        message = Message(
+            role=Role.ROLE_USER,
+            message_id="m",
+            parts=[new_text_part("User message: hi"), new_data_part({"tools": [], **data})],
+        )
         message.metadata.update(metadata)
         turn = parse_green_message(message)
         assert turn.kind == "first" and turn.mcp == McpEndpointInfo(url=block["url"], token="t0k")
@@ -66,8 +74,11 @@ async def test_replay_performs_the_gold_actions_over_mcp(green: GreenServer) -> 
     gold = load_gold_task("retail", "test", ref.task_id)
     env = await AttemptEnvironment.create(ref)
     assert green.component.gateway is not None
-    async with green.component.gateway.open(env, "direct/replay/1") as endpoint, \
-            serving(ReplayAgent()) as white, talk(white) as talker:
+    async with (
+        green.component.gateway.open(env, "direct/replay/1") as endpoint,
+        serving(ReplayAgent()) as white,
+        talk(white) as talker,
+    ):
         text, data, metadata = _first(env, endpoint, arena=arena_block(ref.task_id, index=10))
         answer = await talker.send("ctx-replay", text, data=data, metadata=metadata)
     assert answer.action() == {"name": "respond", "arguments": {"content": final_statement(gold.communicate_info)}}
@@ -89,24 +100,35 @@ async def test_replay_reports_an_unusable_endpoint_as_its_failure(green: GreenSe
 
 
 def _llm(base_url: str, **overrides: Any) -> LlmAgent:
-    settings = LlmAgentSettings(model="fake-model", base_url=f"{base_url}/v1", retry_base_delay_s=0.0,
-                                retry_max_delay_s=0.0, **overrides)
+    settings = LlmAgentSettings(
+        model="fake-model", base_url=f"{base_url}/v1", retry_base_delay_s=0.0, retry_max_delay_s=0.0, **overrides
+    )
     return LlmAgent(settings, api_key="sk-test")
 
 
 async def test_llm_runs_parallel_tool_calls_over_mcp_then_responds(green: GreenServer) -> None:
     env = await AttemptEnvironment.create(resolve_task("retail", "test", 0))
     user_ids = RETAIL_USERS  # the environment lives in its tool sandbox: ids of the retail database
-    fake = make_fake_openai([
-        tool_calls_reply([ToolCallSpec("get_user_details", {"user_id": user_ids[0]}, "call_A"),
-                          ToolCallSpec("get_user_details", {"user_id": user_ids[1]}, "call_B")]),
-        tool_call_reply("calculate", {"expression": "2 + 2"}, call_id="call_C"),
-        text_reply("Both accounts are fine."),
-        text_reply("Goodbye."),
-    ])
+    fake = make_fake_openai(
+        [
+            tool_calls_reply(
+                [
+                    ToolCallSpec("get_user_details", {"user_id": user_ids[0]}, "call_A"),
+                    ToolCallSpec("get_user_details", {"user_id": user_ids[1]}, "call_B"),
+                ]
+            ),
+            tool_call_reply("calculate", {"expression": "2 + 2"}, call_id="call_C"),
+            text_reply("Both accounts are fine."),
+            text_reply("Goodbye."),
+        ]
+    )
     assert green.component.gateway is not None
-    async with serve_app(fake) as llm_url, green.component.gateway.open(env, "direct/llm/1") as endpoint, \
-            serving(_llm(llm_url)) as white, talk(white) as talker:
+    async with (
+        serve_app(fake) as llm_url,
+        green.component.gateway.open(env, "direct/llm/1") as endpoint,
+        serving(_llm(llm_url)) as white,
+        talk(white) as talker,
+    ):
         text, data, metadata = _first(env, endpoint)
         first = await talker.send("ctx-llm", text, data=data, metadata=metadata)
         second = await talker.send("ctx-llm", "User message:\nThanks, bye.")
@@ -126,8 +148,12 @@ async def test_llm_gives_up_on_a_runaway_model(green: GreenServer) -> None:
     env = await AttemptEnvironment.create(resolve_task("retail", "test", 0))
     fake = make_fake_openai(lambda _request: tool_call_reply("calculate", {"expression": "1 + 1"}))
     assert green.component.gateway is not None
-    async with serve_app(fake) as llm_url, green.component.gateway.open(env, "direct/runaway/1") as endpoint, \
-            serving(_llm(llm_url, max_tool_calls_per_turn=3)) as white, talk(white) as talker:
+    async with (
+        serve_app(fake) as llm_url,
+        green.component.gateway.open(env, "direct/runaway/1") as endpoint,
+        serving(_llm(llm_url, max_tool_calls_per_turn=3)) as white,
+        talk(white) as talker,
+    ):
         text, data, metadata = _first(env, endpoint)
         answer = await talker.send("ctx-runaway", text, data=data, metadata=metadata)
     assert failed_state(answer) and "more than 3 tool calls" in answer.text

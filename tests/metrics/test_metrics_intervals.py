@@ -49,10 +49,19 @@ def test_wilson_of_no_trials_is_undefined() -> None:
     assert wilson_interval(0, 0) is None
 
 
-@pytest.mark.parametrize(("args", "name"), [
-    ((6, 5), "successes"), ((-1, 5), "successes"), ((1, -5), "n"), ((1.0, 5), "successes"), ((1, 5, 1.0), "confidence"),
-    ((1, 5, 0.0), "confidence"), ((1, 5, float("nan")), "confidence"), ((1, 5, "0.95"), "confidence"),
-])
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        ((6, 5), "successes"),
+        ((-1, 5), "successes"),
+        ((1, -5), "n"),
+        ((1.0, 5), "successes"),
+        ((1, 5, 1.0), "confidence"),
+        ((1, 5, 0.0), "confidence"),
+        ((1, 5, float("nan")), "confidence"),
+        ((1, 5, "0.95"), "confidence"),
+    ],
+)
 def test_wilson_bad_input(args: tuple[object, ...], name: str) -> None:
     with pytest.raises(ValueError, match=rf"^{name} must be"):
         wilson_interval(*args)  # type: ignore[arg-type]
@@ -95,10 +104,15 @@ def test_bootstrap_needs_two_values_and_some_resamples() -> None:
     assert bootstrap_mean_interval([0.3, 0.4], n_bootstrap=0) is None
 
 
-@pytest.mark.parametrize(("kwargs", "name"), [
-    ({"n_bootstrap": -1}, "n_bootstrap"), ({"seed": -3}, "seed"), ({"confidence": 2}, "confidence"),
-    ({"seed": 1.5}, "seed"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"n_bootstrap": -1}, "n_bootstrap"),
+        ({"seed": -3}, "seed"),
+        ({"confidence": 2}, "confidence"),
+        ({"seed": 1.5}, "seed"),
+    ],
+)
 def test_bootstrap_bad_arguments(kwargs: dict[str, object], name: str) -> None:
     with pytest.raises(ValueError, match=rf"^{name} must be"):
         bootstrap_mean_interval([0.1, 0.2], **kwargs)  # type: ignore[arg-type]

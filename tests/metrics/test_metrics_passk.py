@@ -21,6 +21,7 @@ def exact_pass_hat(n: int, c: int, k: int) -> Fraction:
 
 # --- vectors from docs / notes -------------------------------------------------------------------------------------
 
+
 def test_pass_at_2_of_5_with_2_successes_is_0_7() -> None:
     assert pass_at_k(5, 2, 2) == 0.7
 
@@ -61,6 +62,7 @@ def test_scores_10100_as_five_trials() -> None:
 
 
 # --- definition edges ----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(("n", "c", "k"), [(0, 0, 1), (3, 3, 4), (3, 0, 4), (1, 1, 2)])
 def test_fewer_trials_than_k_is_undefined_not_one(n: int, c: int, k: int) -> None:
@@ -110,6 +112,7 @@ def test_plug_in_is_biased_where_the_estimator_is_not() -> None:
 
 # --- large n -------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("c", "k"), [(1, 10), (3, 10), (500_000, 10), (999_990, 10), (7, 1)])
 def test_large_n_pass_at_k_matches_exact_arithmetic(c: int, k: int) -> None:
     n = 10**6
@@ -147,21 +150,25 @@ def test_numpy_integers_are_accepted() -> None:
 
 # --- bad input -----------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fn", [pass_at_k, pass_hat_k])
-@pytest.mark.parametrize(("args", "name"), [
-    ((-1, 0, 1), "n"),
-    ((3, 4, 1), "c"),
-    ((3, -1, 1), "c"),
-    ((3, 1, 0), "k"),
-    ((3, 1, -2), "k"),
-    ((3.0, 1, 1), "n"),
-    ((3, 1.5, 1), "c"),
-    ((3, 1, 2.0), "k"),
-    ((3, True, 1), "c"),
-    (("3", 1, 1), "n"),
-    ((3, 1, None), "k"),
-    ((3, 1, float("nan")), "k"),
-])
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        ((-1, 0, 1), "n"),
+        ((3, 4, 1), "c"),
+        ((3, -1, 1), "c"),
+        ((3, 1, 0), "k"),
+        ((3, 1, -2), "k"),
+        ((3.0, 1, 1), "n"),
+        ((3, 1.5, 1), "c"),
+        ((3, 1, 2.0), "k"),
+        ((3, True, 1), "c"),
+        (("3", 1, 1), "n"),
+        ((3, 1, None), "k"),
+        ((3, 1, float("nan")), "k"),
+    ],
+)
 def test_bad_counts_raise_value_error_naming_the_argument(fn, args, name) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=rf"^{name} must be"):
         fn(*args)

@@ -21,8 +21,11 @@ from green_agent.statistics import (
     summarize_trials,
 )
 
-SETTINGS = settings(max_examples=int(os.environ.get("ARENA_METRICS_EXAMPLES", "150")), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("ARENA_METRICS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 """150 examples per property by default; set ARENA_METRICS_EXAMPLES for a longer search."""
 
 
@@ -88,8 +91,11 @@ def test_streak_relations(outcomes: list[bool | None], length: int) -> None:
 # --- tool calls ----------------------------------------------------------------------------------------------------
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-10**6, max_value=10**6),
-    st.floats(allow_nan=False, allow_infinity=False, width=32), st.text(max_size=6),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**6), max_value=10**6),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(max_size=6),
     st.sampled_from(["7", " 7 ", "1.5e3", "Tech", " tech", "STRASSE", "straße", ".5", "-0"]),
 )
 json_values = st.recursive(
@@ -100,7 +106,10 @@ json_values = st.recursive(
     max_leaves=12,
 )
 options_strategy = st.builds(
-    CanonicalOptions, casefold_strings=st.booleans(), trim_strings=st.booleans(), numeric_strings=st.booleans(),
+    CanonicalOptions,
+    casefold_strings=st.booleans(),
+    trim_strings=st.booleans(),
+    numeric_strings=st.booleans(),
     unordered_lists=st.booleans(),
 )
 
@@ -127,17 +136,24 @@ ORDER_FREE = ("precision", "recall", "f1", "correct_count", "expected_count", "a
 
 
 @SETTINGS
-@given(st.lists(calls, max_size=7), st.lists(calls, max_size=7), st.randoms(use_true_random=False),
-       st.sampled_from(["strict", "flexible"]), st.sampled_from([0.0, 0.5, 0.8, 1.0]),
-       st.sampled_from(["ignore", "penalize"]))
-def test_matching_scores_are_invariant_under_permutation(expected: list[ToolCall], actual: list[ToolCall], rnd: Any,
-                                                         mode: str, threshold: float, extra: str) -> None:
+@given(
+    st.lists(calls, max_size=7),
+    st.lists(calls, max_size=7),
+    st.randoms(use_true_random=False),
+    st.sampled_from(["strict", "flexible"]),
+    st.sampled_from([0.0, 0.5, 0.8, 1.0]),
+    st.sampled_from(["ignore", "penalize"]),
+)
+def test_matching_scores_are_invariant_under_permutation(
+    expected: list[ToolCall], actual: list[ToolCall], rnd: Any, mode: str, threshold: float, extra: str
+) -> None:
     base = match_tool_calls(expected, actual, mode=mode, argument_match_threshold=threshold, extra_arguments=extra)
     shuffled_e, shuffled_a = list(expected), list(actual)
     rnd.shuffle(shuffled_e)
     rnd.shuffle(shuffled_a)
-    other = match_tool_calls(shuffled_e, shuffled_a, mode=mode, argument_match_threshold=threshold,
-                             extra_arguments=extra)
+    other = match_tool_calls(
+        shuffled_e, shuffled_a, mode=mode, argument_match_threshold=threshold, extra_arguments=extra
+    )
     for field in ORDER_FREE:
         assert getattr(base, field) == getattr(other, field)
     if base.mean_argument_score is None:
@@ -159,8 +175,9 @@ def test_matching_a_list_with_itself_is_perfect(expected: list[ToolCall]) -> Non
 
 # --- summaries and verdicts ----------------------------------------------------------------------------------------
 
-trial_maps = st.dictionaries(st.text(min_size=1, max_size=3), st.lists(st.one_of(st.booleans(), st.none()), max_size=6),
-                             max_size=8)
+trial_maps = st.dictionaries(
+    st.text(min_size=1, max_size=3), st.lists(st.one_of(st.booleans(), st.none()), max_size=6), max_size=8
+)
 
 
 @SETTINGS
@@ -188,15 +205,23 @@ def test_summary_invariants(trials: dict[str, list[bool | None]], seed: int) -> 
 
 
 @SETTINGS
-@given(st.floats(min_value=0, max_value=1), st.floats(min_value=0, max_value=1),
-       st.one_of(st.none(), st.floats(min_value=0, max_value=1)))
+@given(
+    st.floats(min_value=0, max_value=1),
+    st.floats(min_value=0, max_value=1),
+    st.one_of(st.none(), st.floats(min_value=0, max_value=1)),
+)
 def test_every_input_gets_exactly_one_consistent_label(a: float, b: float, lower: float | None) -> None:
     at, hat = max(a, b), min(a, b)
     verdict = interpret(at, hat, pass_hat_k_lower=lower)
     t = verdict.thresholds
     used_hat = hat if lower is None else min(lower, hat)
-    expected = (VerdictLabel.RELIABLE if at >= t.capable_min and used_hat >= t.reliable_min
-                else VerdictLabel.INCONSISTENT if at >= t.capable_min
-                else VerdictLabel.FUNCTIONAL if at >= t.functional_min
-                else VerdictLabel.NEEDS_IMPROVEMENT)
+    expected = (
+        VerdictLabel.RELIABLE
+        if at >= t.capable_min and used_hat >= t.reliable_min
+        else VerdictLabel.INCONSISTENT
+        if at >= t.capable_min
+        else VerdictLabel.FUNCTIONAL
+        if at >= t.functional_min
+        else VerdictLabel.NEEDS_IMPROVEMENT
+    )
     assert verdict.label is expected

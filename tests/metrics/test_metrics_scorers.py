@@ -31,6 +31,7 @@ def call(name: str, **arguments: object) -> ToolCall:
 
 # --- Fair-Forge ----------------------------------------------------------------------------------------------------
 
+
 def test_fair_forge_perfect_use_is_correct() -> None:
     tools = [ff("calculator", 1, operation="add", a=15, b=27)]
     score = fair_forge_tool_correctness(tools, tools, final_answer_uses_tools=True)
@@ -91,8 +92,9 @@ def test_fair_forge_threshold_boundary_is_inclusive() -> None:
 
 def test_fair_forge_custom_weights_are_normalised() -> None:
     tools = [ff("a", x=1)]
-    score = fair_forge_tool_correctness(tools, [ff("a", x=2)], final_answer_uses_tools=True,
-                                        tool_weights={"selection": 2, "parameters": 2})
+    score = fair_forge_tool_correctness(
+        tools, [ff("a", x=2)], final_answer_uses_tools=True, tool_weights={"selection": 2, "parameters": 2}
+    )
     assert score.weights == {"selection": 0.5, "parameters": 0.5, "sequence": 0.0, "utilization": 0.0}
     assert score.overall == pytest.approx(0.5)
 
@@ -109,16 +111,19 @@ def test_fair_forge_result_is_json_serialisable() -> None:
     assert FairForgeToolCorrectness.model_validate_json(json.dumps(score.model_dump(mode="json"))) == score
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"tool_weights": {"speed": 1.0}}, r"^tool_weights has unknown component"),
-    ({"tool_weights": {"selection": -1.0}}, r"^tool_weights\['selection'\] must be"),
-    ({"tool_weights": {"selection": float("nan")}}, r"^tool_weights\['selection'\] must be"),
-    ({"tool_weights": {"sequence": 1.0}, "tool_sequence_matters": False}, r"^tool_weights must give a positive"),
-    ({"tool_weights": [0.25] * 4}, r"^tool_weights must be a mapping"),
-    ({"tool_threshold": 1.2}, r"^tool_threshold must be"),
-    ({"final_answer_uses_tools": 1}, r"^final_answer_uses_tools must be True or False"),
-    ({"tool_sequence_matters": "no"}, r"^tool_sequence_matters must be True or False"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tool_weights": {"speed": 1.0}}, r"^tool_weights has unknown component"),
+        ({"tool_weights": {"selection": -1.0}}, r"^tool_weights\['selection'\] must be"),
+        ({"tool_weights": {"selection": float("nan")}}, r"^tool_weights\['selection'\] must be"),
+        ({"tool_weights": {"sequence": 1.0}, "tool_sequence_matters": False}, r"^tool_weights must give a positive"),
+        ({"tool_weights": [0.25] * 4}, r"^tool_weights must be a mapping"),
+        ({"tool_threshold": 1.2}, r"^tool_threshold must be"),
+        ({"final_answer_uses_tools": 1}, r"^final_answer_uses_tools must be True or False"),
+        ({"tool_sequence_matters": "no"}, r"^tool_sequence_matters must be True or False"),
+    ],
+)
 def test_fair_forge_bad_arguments(kwargs: dict[str, object], message: str) -> None:
     arguments: dict[str, object] = {"final_answer_uses_tools": True} | kwargs
     with pytest.raises(ValueError, match=message):
@@ -126,6 +131,7 @@ def test_fair_forge_bad_arguments(kwargs: dict[str, object], message: str) -> No
 
 
 # --- FinAgent ------------------------------------------------------------------------------------------------------
+
 
 def test_finagent_numbers_within_tolerance_numeric_strings_not_coerced() -> None:
     expected = [call("compound_interest", principal=1000, annual_rate=7, years=10)]
@@ -136,21 +142,23 @@ def test_finagent_numbers_within_tolerance_numeric_strings_not_coerced() -> None
 
 
 def test_finagent_strings_are_case_insensitive_and_trimmed_extra_fields_ignored() -> None:
-    case = finagent_case_score([call("screen", sector="Tech", limit=5)], [call("screen", sector="tech ", limit=5, x=1)],
-                               faithfulness=0.9)
+    case = finagent_case_score(
+        [call("screen", sector="Tech", limit=5)], [call("screen", sector="tech ", limit=5, x=1)], faithfulness=0.9
+    )
     assert case.argument_match == 1.0
 
 
 def test_finagent_lists_are_ordered() -> None:
-    case = finagent_case_score([call("prices", tickers=["AAPL", "MSFT"])], [call("prices", tickers=["MSFT", "AAPL"])],
-                               faithfulness=1.0)
+    case = finagent_case_score(
+        [call("prices", tickers=["AAPL", "MSFT"])], [call("prices", tickers=["MSFT", "AAPL"])], faithfulness=1.0
+    )
     assert case.argument_match == 0.0
 
 
 def test_finagent_nested_objects_recursively() -> None:
-    case = finagent_case_score([call("q", f={"year": 2024, "lang": "EN"})],
-                               [call("q", f={"lang": "en", "year": 2024.0})],
-                               faithfulness=1.0)
+    case = finagent_case_score(
+        [call("q", f={"year": 2024, "lang": "EN"})], [call("q", f={"lang": "en", "year": 2024.0})], faithfulness=1.0
+    )
     assert case.argument_match == 1.0
 
 
@@ -196,13 +204,16 @@ def test_finagent_empty_summary() -> None:
     assert summary.total == 0 and summary.pass_rate is None and summary.mean_overall is None
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"faithfulness": 1.2}, r"^faithfulness must be a finite number in \[0.0, 1.0\]"),
-    ({"faithfulness": float("nan")}, r"^faithfulness must be"),
-    ({"faithfulness": None}, r"^faithfulness must be"),
-    ({"faithfulness": 0.5, "pass_threshold": -0.1}, r"^pass_threshold must be"),
-    ({"faithfulness": 0.5, "case_id": 3}, r"^case_id must be a string"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"faithfulness": 1.2}, r"^faithfulness must be a finite number in \[0.0, 1.0\]"),
+        ({"faithfulness": float("nan")}, r"^faithfulness must be"),
+        ({"faithfulness": None}, r"^faithfulness must be"),
+        ({"faithfulness": 0.5, "pass_threshold": -0.1}, r"^pass_threshold must be"),
+        ({"faithfulness": 0.5, "case_id": 3}, r"^case_id must be a string"),
+    ],
+)
 def test_finagent_bad_arguments(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         finagent_case_score([call("p")], [call("p")], **kwargs)  # type: ignore[arg-type]

@@ -143,8 +143,17 @@ def test_json_round_trip_and_field_names_the_report_reads() -> None:
     text = json.dumps(dumped)
     assert TrialsSummary.model_validate(json.loads(text)) == summary
     row = dumped["macro"][0]
-    for key in ("j", "pass_hat_mean", "pass_hat_ci_low", "pass_hat_ci_high", "pass_at_mean", "pass_at_ci_low",
-                "pass_at_ci_high", "coverage", "total_tasks"):
+    for key in (
+        "j",
+        "pass_hat_mean",
+        "pass_hat_ci_low",
+        "pass_hat_ci_high",
+        "pass_at_mean",
+        "pass_at_ci_low",
+        "pass_at_ci_high",
+        "coverage",
+        "total_tasks",
+    ):
         assert key in row
     for key in ("rate", "ci_low", "ci_high"):
         assert key in dumped["micro"]
@@ -164,23 +173,33 @@ def test_numpy_booleans_and_tuples_are_accepted() -> None:
     assert summary.micro.successes == 3
 
 
-@pytest.mark.parametrize(("trials", "message"), [
-    ({"a": [T, 1]}, r"^trials\['a'\]\[1\] must be True, False or None"),
-    ({"a": [0.0]}, r"^trials\['a'\]\[0\] must be True, False or None"),
-    ({"a": "TTF"}, r"^trials\['a'\] must be an ordered sequence"),
-    ({"a": {T, F}}, r"^trials\['a'\] must be an ordered sequence"),
-    ({1: [T]}, r"^trials keys must be task id strings"),
-    ([[T]], r"^trials must be a mapping"),
-])
+@pytest.mark.parametrize(
+    ("trials", "message"),
+    [
+        ({"a": [T, 1]}, r"^trials\['a'\]\[1\] must be True, False or None"),
+        ({"a": [0.0]}, r"^trials\['a'\]\[0\] must be True, False or None"),
+        ({"a": "TTF"}, r"^trials\['a'\] must be an ordered sequence"),
+        ({"a": {T, F}}, r"^trials\['a'\] must be an ordered sequence"),
+        ({1: [T]}, r"^trials keys must be task id strings"),
+        ([[T]], r"^trials must be a mapping"),
+    ],
+)
 def test_bad_trials_are_rejected_naming_where(trials: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         summarize_trials(trials)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("kwargs", "name"), [
-    ({"k_max": 0}, "k_max"), ({"k_max": 2.0}, "k_max"), ({"n_bootstrap": -1}, "n_bootstrap"),
-    ({"seed": -1}, "seed"), ({"confidence": 1.0}, "confidence"), ({"confidence": float("nan")}, "confidence"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"k_max": 0}, "k_max"),
+        ({"k_max": 2.0}, "k_max"),
+        ({"n_bootstrap": -1}, "n_bootstrap"),
+        ({"seed": -1}, "seed"),
+        ({"confidence": 1.0}, "confidence"),
+        ({"confidence": float("nan")}, "confidence"),
+    ],
+)
 def test_bad_options_are_rejected_naming_the_argument(kwargs: dict[str, object], name: str) -> None:
     with pytest.raises(ValueError, match=rf"^{name} must be"):
         summarize_trials({"a": [T, F]}, **kwargs)  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ ACTUAL = [call("search", q="a"), call("book", id=1, seats=3)]
 
 # --- vectors -------------------------------------------------------------------------------------------------------
 
+
 def test_book_pair_has_argument_score_one_half() -> None:
     result = match_tool_calls(REFERENCE, ACTUAL)
     book = next(p for p in result.pairs if p.name == "book")
@@ -100,6 +101,7 @@ def test_among_equally_many_correct_pairs_the_closer_arguments_win() -> None:
 
 
 # --- modes and options ---------------------------------------------------------------------------------------------
+
 
 def test_flexible_uses_the_share_of_reference_keys_against_the_threshold() -> None:
     expected = [call("t", a=1, b=2, c=3, d=4, e=5)]
@@ -187,6 +189,7 @@ def test_canonical_form() -> None:
 
 # --- edges ---------------------------------------------------------------------------------------------------------
 
+
 def test_empty_lists() -> None:
     both = match_tool_calls([], [])
     assert (both.precision, both.recall, both.f1, both.order_score, both.exact_sequence) == (1.0, 1.0, 1.0, 1.0, True)
@@ -217,6 +220,7 @@ def test_result_is_json_serialisable() -> None:
 
 # --- bad input -----------------------------------------------------------------------------------------------------
 
+
 def test_unknown_mode_is_rejected_listing_the_allowed_values() -> None:
     with pytest.raises(ValueError, match=r"^mode must be one of 'strict', 'flexible', got 'fuzzy'"):
         match_tool_calls([], [], mode="fuzzy")
@@ -233,24 +237,33 @@ def test_bad_extra_arguments_mode() -> None:
         argument_score({}, {}, extra_arguments="sometimes")
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"rel_tol": float("nan")}, "rel_tol"), ({"abs_tol": float("inf")}, "abs_tol"), ({"rel_tol": -1.0}, "rel_tol"),
-    ({"casefold_strings": "yes"}, "casefold_strings"), ({"fuzzy": True}, "fuzzy"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"rel_tol": float("nan")}, "rel_tol"),
+        ({"abs_tol": float("inf")}, "abs_tol"),
+        ({"rel_tol": -1.0}, "rel_tol"),
+        ({"casefold_strings": "yes"}, "casefold_strings"),
+        ({"fuzzy": True}, "fuzzy"),
+    ],
+)
 def test_bad_canonical_options_name_the_field(kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(ValidationError, match=field) as info:
         CanonicalOptions(**kwargs)  # type: ignore[arg-type]
     assert isinstance(info.value, ValueError)
 
 
-@pytest.mark.parametrize(("calls", "message"), [
-    ([{"arguments": {}}], r"^expected\[0\] must have a non-empty string 'name'"),
-    ([{"name": ""}], r"^expected\[0\] must have a non-empty string 'name'"),
-    (["search"], r"^expected\[0\] must be a ToolCall or a mapping"),
-    ([{"name": "a", "arguments": [1, 2]}], r"^expected\[0\]\.arguments must be a mapping"),
-    ([{"name": "a", "arguments": "{not json"}], r"^expected\[0\]\.arguments is a string that is not valid JSON"),
-    ("search", r"^expected must be an ordered sequence"),
-])
+@pytest.mark.parametrize(
+    ("calls", "message"),
+    [
+        ([{"arguments": {}}], r"^expected\[0\] must have a non-empty string 'name'"),
+        ([{"name": ""}], r"^expected\[0\] must have a non-empty string 'name'"),
+        (["search"], r"^expected\[0\] must be a ToolCall or a mapping"),
+        ([{"name": "a", "arguments": [1, 2]}], r"^expected\[0\]\.arguments must be a mapping"),
+        ([{"name": "a", "arguments": "{not json"}], r"^expected\[0\]\.arguments is a string that is not valid JSON"),
+        ("search", r"^expected must be an ordered sequence"),
+    ],
+)
 def test_bad_calls_are_rejected_naming_the_position(calls: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         match_tool_calls(calls, [])  # type: ignore[arg-type]

@@ -21,8 +21,9 @@ BOMB = {"expression": "9**9**9"}  # one C-level big-integer power: minutes of CP
 
 async def test_a_tool_call_over_the_limit_is_killed_and_the_loop_stays_free() -> None:
     async with SandboxFactory() as sandboxes:
-        bombed = await AttemptEnvironment.create(resolve_task("retail", "test", 0), sandboxes=sandboxes,
-                                                 tool_timeout_s=1.0)
+        bombed = await AttemptEnvironment.create(
+            resolve_task("retail", "test", 0), sandboxes=sandboxes, tool_timeout_s=1.0
+        )
         other = await AttemptEnvironment.create(resolve_task("retail", "test", 1), sandboxes=sandboxes)
         pid = bombed.sandbox_pid
         assert pid is not None
@@ -75,8 +76,7 @@ async def test_a_sandbox_that_dies_mid_call_is_a_crash_of_that_call() -> None:
         ("user", "timeout", "user_simulator_error", "user_simulator"),
     ],
 )
-def test_tool_faults_are_blamed_on_whoever_made_the_call(requestor: str, kind: Any, category: str,
-                                                         author: str) -> None:
+def test_tool_faults_are_blamed_on_whoever_made_the_call(requestor: str, kind: Any, category: str, author: str) -> None:
     from green_agent.engine.attempt import _tool_fault_stop
 
     stop = _tool_fault_stop(ToolFault(kind, "tool call calculate(...): killed", requestor=requestor, tool="calculate"))

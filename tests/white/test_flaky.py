@@ -32,7 +32,7 @@ INFO = ["60", "mastercard"]
 def test_fault_list_matches_the_green_agent_config() -> None:
     from launcher.cli.scenario import FlakyFault
 
-    assert FAULTS == typing.get_args(FlakyFault)
+    assert typing.get_args(FlakyFault) == FAULTS
 
 
 def test_rates_are_validated() -> None:
@@ -218,4 +218,4 @@ async def test_same_seed_same_faults_other_seed_other_faults() -> None:
 
 
 def test_turn_faults_are_the_documented_ones() -> None:
-    assert TURN_FAULTS == {"malformed_reply", "no_reply", "crash", "report_failure"}
+    assert {"malformed_reply", "no_reply", "crash", "report_failure"} == TURN_FAULTS

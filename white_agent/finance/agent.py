@@ -35,19 +35,36 @@ from white_agent.server import AgentReply
 
 logger = logging.getLogger(__name__)
 
-HELP_TEXT = ("I can look up stock prices, company profiles and financial ratios (P/E, price-to-book, margins, "
-             "debt-to-equity, ROE) for " + ", ".join(sorted(COMPANIES)) + ", and compute compound investment returns.")
-SYSTEM_PROMPT = ("You are a concise financial assistant. Use the tools for every figure you state; never invent "
-                 "numbers. Quote figures exactly as the tools return them. " + HELP_TEXT)
+HELP_TEXT = (
+    "I can look up stock prices, company profiles and financial ratios (P/E, price-to-book, margins, "
+    "debt-to-equity, ROE) for " + ", ".join(sorted(COMPANIES)) + ", and compute compound investment returns."
+)
+SYSTEM_PROMPT = (
+    "You are a concise financial assistant. Use the tools for every figure you state; never invent "
+    "numbers. Quote figures exactly as the tools return them. " + HELP_TEXT
+)
 
 _INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("calculate_financial_ratios", re.compile(
-        r"\b(ratios?|p/?e|price[- ]to[- ](?:earnings|book)|margins?|debt[- ]to[- ]equity|return on equity|roe|"
-        r"valuation)\b", re.IGNORECASE)),
-    ("get_stock_price", re.compile(r"\b(price|prices|trading|trades?|quote|share price|stock price|cost)\b", re.IGNORECASE)),
-    ("get_company_info", re.compile(
-        r"\b(company|sector|industry|employees?|headquarter(?:s|ed)?|based|founded|market cap(?:italization)?|"
-        r"profile|about|who)\b", re.IGNORECASE)),
+    (
+        "calculate_financial_ratios",
+        re.compile(
+            r"\b(ratios?|p/?e|price[- ]to[- ](?:earnings|book)|margins?|debt[- ]to[- ]equity|return on equity|roe|"
+            r"valuation)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "get_stock_price",
+        re.compile(r"\b(price|prices|trading|trades?|quote|share price|stock price|cost)\b", re.IGNORECASE),
+    ),
+    (
+        "get_company_info",
+        re.compile(
+            r"\b(company|sector|industry|employees?|headquarter(?:s|ed)?|based|founded|market cap(?:italization)?|"
+            r"profile|about|who)\b",
+            re.IGNORECASE,
+        ),
+    ),
 )
 _INVEST = re.compile(r"\b(invest(?:ed|ing|ment)?|compound(?:ed|ing)?|grow|returns?|worth)\b", re.IGNORECASE)
 _MONEY = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)\s*(k|thousand|m|million)?", re.IGNORECASE)
@@ -79,8 +96,11 @@ def _investment_args(text: str) -> dict[str, Any] | None:
     scale = (money.group(2) or "").lower()
     principal *= 1000 if scale in ("k", "thousand") else 1_000_000 if scale in ("m", "million") else 1
     compounding = next((c for c in ("monthly", "quarterly", "daily") if c in text.lower()), "annual")
-    args: dict[str, Any] = {"principal": _plain(principal), "annual_rate": _plain(float(rate.group(1))),
-                            "years": _plain(float(years.group(1)))}
+    args: dict[str, Any] = {
+        "principal": _plain(principal),
+        "annual_rate": _plain(float(rate.group(1))),
+        "years": _plain(float(years.group(1))),
+    }
     if compounding != "annual":
         args["compounding"] = compounding
     return args
@@ -116,21 +136,29 @@ def describe_result(name: str, result: dict[str, Any]) -> str:
     if "error" in result:
         return f"I could not complete {name}: {result['error']}."
     if name == "get_stock_price":
-        return (f"{result['ticker']} is trading at ${result['price']:,.2f} {result['currency']} "
-                f"({result['change_pct']:+.2f}% on the day, as of {result['as_of']}).")
+        return (
+            f"{result['ticker']} is trading at ${result['price']:,.2f} {result['currency']} "
+            f"({result['change_pct']:+.2f}% on the day, as of {result['as_of']})."
+        )
     if name == "get_company_info":
-        return (f"{result['name']} ({result['ticker']}) is in the {result['sector']} sector ({result['industry']}), "
-                f"headquartered in {result['headquarters']}, founded in {result['founded']}, with "
-                f"{result['employees']:,} employees and a market capitalization of {_money(result['market_cap'])}.")
+        return (
+            f"{result['name']} ({result['ticker']}) is in the {result['sector']} sector ({result['industry']}), "
+            f"headquartered in {result['headquarters']}, founded in {result['founded']}, with "
+            f"{result['employees']:,} employees and a market capitalization of {_money(result['market_cap'])}."
+        )
     if name == "calculate_financial_ratios":
-        return (f"{result['ticker']} ratios: P/E {result['pe_ratio']:.2f}, price-to-book {result['price_to_book']:.2f}, "
-                f"net margin {result['net_margin_pct']:.2f}%, debt-to-equity {result['debt_to_equity']:.2f}, "
-                f"return on equity {result['return_on_equity_pct']:.2f}%.")
+        return (
+            f"{result['ticker']} ratios: P/E {result['pe_ratio']:.2f}, price-to-book {result['price_to_book']:.2f}, "
+            f"net margin {result['net_margin_pct']:.2f}%, debt-to-equity {result['debt_to_equity']:.2f}, "
+            f"return on equity {result['return_on_equity_pct']:.2f}%."
+        )
     if name == "calculate_investment_returns":
-        return (f"Investing ${result['principal']:,.2f} at {result['annual_rate']:g}% per year for "
-                f"{result['years']:g} years with {result['compounding']} compounding grows to "
-                f"${result['final_value']:,.2f}, a total return of ${result['total_return']:,.2f} "
-                f"({result['total_return_pct']:.2f}%).")
+        return (
+            f"Investing ${result['principal']:,.2f} at {result['annual_rate']:g}% per year for "
+            f"{result['years']:g} years with {result['compounding']} compounding grows to "
+            f"${result['final_value']:,.2f}, a total return of ${result['total_return']:,.2f} "
+            f"({result['total_return_pct']:.2f}%)."
+        )
     return json.dumps(result)
 
 
@@ -159,12 +187,20 @@ class FinanceAgent:
     """The finance agent (a :class:`white_agent.server.TurnAgent`) in ``scripted`` or ``llm`` mode."""
 
     card_name = "Arena finance white agent"
-    card_description = ("Finance demo agent: stock prices, company profiles, financial ratios and investment returns "
-                        "from local data; reports its tool calls as a tool_calls data part.")
+    card_description = (
+        "Finance demo agent: stock prices, company profiles, financial ratios and investment returns "
+        "from local data; reports its tool calls as a tool_calls data part."
+    )
 
-    def __init__(self, mode: Literal["scripted", "llm"] = "scripted", *, llm: FinanceLlmSettings | None = None,
-                 api_key: str | None = None, http_client: httpx.AsyncClient | None = None,
-                 max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
+    def __init__(
+        self,
+        mode: Literal["scripted", "llm"] = "scripted",
+        *,
+        llm: FinanceLlmSettings | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        max_contexts: int = DEFAULT_MAX_CONTEXTS,
+    ) -> None:
         if mode not in ("scripted", "llm"):
             raise WhiteAgentConfigError(f"mode: must be 'scripted' or 'llm', got {mode!r}")
         self.mode = mode
@@ -174,10 +210,17 @@ class FinanceAgent:
         if mode == "llm":
             key = api_key if api_key is not None else os.environ.get(self._settings.api_key_env)
             if not key:
-                raise WhiteAgentConfigError(f"api_key_env: environment variable {self._settings.api_key_env} is not "
-                                            "set (the finance-llm agent needs an API key)")
-            self._client = openai.AsyncOpenAI(api_key=key, base_url=self._settings.base_url, max_retries=0,
-                                              timeout=self._settings.request_timeout_s, http_client=http_client)
+                raise WhiteAgentConfigError(
+                    f"api_key_env: environment variable {self._settings.api_key_env} is not "
+                    "set (the finance-llm agent needs an API key)"
+                )
+            self._client = openai.AsyncOpenAI(
+                api_key=key,
+                base_url=self._settings.base_url,
+                max_retries=0,
+                timeout=self._settings.request_timeout_s,
+                http_client=http_client,
+            )
 
     async def reply(self, context_id: str, turn: GreenTurn) -> AgentReply:
         """Answer one question; the data part lists the tool calls made for it."""
@@ -187,7 +230,9 @@ class FinanceAgent:
         return await self._llm(context_id, question)
 
     def _scripted(self, question: str) -> AgentReply:
-        calls = [{"name": name, "arguments": args, "result": execute_tool(name, args)} for name, args in route(question)]
+        calls = [
+            {"name": name, "arguments": args, "result": execute_tool(name, args)} for name, args in route(question)
+        ]
         if not calls:
             return AgentReply(HELP_TEXT, data={"tool_calls": []})
         text = " ".join(describe_result(c["name"], c["result"]) for c in calls)
@@ -209,12 +254,20 @@ class FinanceAgent:
                         text = message.content or ""
                         history.messages.append({"role": "assistant", "content": text})
                         return AgentReply(text, data={"tool_calls": calls})
-                    history.messages.append({
-                        "role": "assistant", "content": message.content,
-                        "tool_calls": [{"id": c.id, "type": "function",
-                                        "function": {"name": c.function.name, "arguments": c.function.arguments}}
-                                       for c in message.tool_calls],
-                    })
+                    history.messages.append(
+                        {
+                            "role": "assistant",
+                            "content": message.content,
+                            "tool_calls": [
+                                {
+                                    "id": c.id,
+                                    "type": "function",
+                                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                                }
+                                for c in message.tool_calls
+                            ],
+                        }
+                    )
                     for call in message.tool_calls:
                         try:
                             arguments = json.loads(call.function.arguments or "{}")
@@ -222,11 +275,15 @@ class FinanceAgent:
                             arguments = {}
                             result: dict[str, Any] = {"error": "arguments were not valid JSON"}
                         else:
-                            result = (execute_tool(call.function.name, arguments) if isinstance(arguments, dict)
-                                      else {"error": "arguments must be a JSON object"})
+                            result = (
+                                execute_tool(call.function.name, arguments)
+                                if isinstance(arguments, dict)
+                                else {"error": "arguments must be a JSON object"}
+                            )
                         calls.append({"name": call.function.name, "arguments": arguments, "result": result})
-                        history.messages.append({"role": "tool", "tool_call_id": call.id,
-                                                 "content": json.dumps(result)})
+                        history.messages.append(
+                            {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
+                        )
                 text = "I could not finish within the tool-call limit."
                 history.messages.append({"role": "assistant", "content": text})
                 return AgentReply(text, data={"tool_calls": calls})
@@ -234,8 +291,11 @@ class FinanceAgent:
                 del history.messages[mark:]
                 status = getattr(error, "status_code", None)
                 logger.warning("finance-llm model call failed: %s", type(error).__name__)
-                return AgentReply(f"The language model endpoint failed: {type(error).__name__}"
-                                  + (f" (HTTP {status})" if status else ""), kind="task_failed")
+                return AgentReply(
+                    f"The language model endpoint failed: {type(error).__name__}"
+                    + (f" (HTTP {status})" if status else ""),
+                    kind="task_failed",
+                )
 
     async def _complete(self, messages: list[dict[str, Any]]) -> Any:
         assert self._client is not None
@@ -243,14 +303,16 @@ class FinanceAgent:
         while True:
             try:
                 response = await self._client.chat.completions.create(
-                    model=self._settings.model, messages=messages, tools=TOOL_SCHEMAS,  # type: ignore[arg-type]
+                    model=self._settings.model,
+                    messages=messages,
+                    tools=TOOL_SCHEMAS,  # type: ignore[arg-type]
                     temperature=self._settings.temperature,
                 )
                 return response.choices[0].message
             except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError):
                 if attempt >= self._settings.max_retries:
                     raise
-                await asyncio.sleep(self._settings.retry_base_delay_s * (2 ** attempt))
+                await asyncio.sleep(self._settings.retry_base_delay_s * (2**attempt))
                 attempt += 1
 
     async def aclose(self) -> None:

@@ -29,8 +29,13 @@ def get_stock_price(ticker: str) -> dict[str, Any]:
     company = _company(ticker)
     if isinstance(company, dict):
         return company
-    return {"ticker": company.ticker, "price": company.price, "currency": CURRENCY, "change_pct": company.change_pct,
-            "as_of": AS_OF}
+    return {
+        "ticker": company.ticker,
+        "price": company.price,
+        "currency": CURRENCY,
+        "change_pct": company.change_pct,
+        "as_of": AS_OF,
+    }
 
 
 def get_company_info(ticker: str) -> dict[str, Any]:
@@ -38,9 +43,17 @@ def get_company_info(ticker: str) -> dict[str, Any]:
     company = _company(ticker)
     if isinstance(company, dict):
         return company
-    return {"ticker": company.ticker, "name": company.name, "sector": company.sector, "industry": company.industry,
-            "headquarters": company.headquarters, "founded": company.founded, "employees": company.employees,
-            "market_cap": company.market_cap, "currency": CURRENCY}
+    return {
+        "ticker": company.ticker,
+        "name": company.name,
+        "sector": company.sector,
+        "industry": company.industry,
+        "headquarters": company.headquarters,
+        "founded": company.founded,
+        "employees": company.employees,
+        "market_cap": company.market_cap,
+        "currency": CURRENCY,
+    }
 
 
 def calculate_financial_ratios(ticker: str) -> dict[str, Any]:
@@ -68,8 +81,9 @@ def _number(name: str, value: Any, *, positive: bool = False) -> float | str:
     return float(value)
 
 
-def calculate_investment_returns(principal: float, annual_rate: float, years: float,
-                                 compounding: str = "annual") -> dict[str, Any]:
+def calculate_investment_returns(
+    principal: float, annual_rate: float, years: float, compounding: str = "annual"
+) -> dict[str, Any]:
     """Compound growth of ``principal`` at ``annual_rate`` percent per year for ``years`` years."""
     p = _number("principal", principal, positive=True)
     r = _number("annual_rate", annual_rate)
@@ -82,9 +96,15 @@ def calculate_investment_returns(principal: float, annual_rate: float, years: fl
     if periods is None:
         return {"error": f"compounding must be one of {', '.join(sorted(set(COMPOUNDING)))}"}
     final = p * (1 + r / 100 / periods) ** (periods * t)
-    return {"principal": round(p, 2), "annual_rate": r, "years": t, "compounding": str(compounding).strip().lower(),
-            "final_value": round(final, 2), "total_return": round(final - p, 2),
-            "total_return_pct": round(100 * (final - p) / p, 2)}
+    return {
+        "principal": round(p, 2),
+        "annual_rate": r,
+        "years": t,
+        "compounding": str(compounding).strip().lower(),
+        "final_value": round(final, 2),
+        "total_return": round(final - p, 2),
+        "total_return_pct": round(100 * (final - p) / p, 2),
+    }
 
 
 TOOLS: dict[str, Callable[..., dict[str, Any]]] = {
@@ -96,26 +116,47 @@ TOOLS: dict[str, Callable[..., dict[str, Any]]] = {
 
 _TICKER = {"ticker": {"type": "string", "description": "Stock ticker symbol, e.g. AAPL"}}
 TOOL_SCHEMAS: list[dict[str, Any]] = [
-    {"type": "function", "function": {
-        "name": "get_stock_price", "description": "Latest stock price of a company (local demo data).",
-        "parameters": {"type": "object", "properties": _TICKER, "required": ["ticker"]}}},
-    {"type": "function", "function": {
-        "name": "get_company_info",
-        "description": "Company profile: name, sector, industry, headquarters, founding year, employees, market cap.",
-        "parameters": {"type": "object", "properties": _TICKER, "required": ["ticker"]}}},
-    {"type": "function", "function": {
-        "name": "calculate_financial_ratios",
-        "description": "P/E, price-to-book, net margin %, debt-to-equity and return on equity % of a company.",
-        "parameters": {"type": "object", "properties": _TICKER, "required": ["ticker"]}}},
-    {"type": "function", "function": {
-        "name": "calculate_investment_returns",
-        "description": "Compound growth of an investment.",
-        "parameters": {"type": "object", "properties": {
-            "principal": {"type": "number", "description": "amount invested"},
-            "annual_rate": {"type": "number", "description": "yearly rate in percent, e.g. 7 for 7%"},
-            "years": {"type": "number"},
-            "compounding": {"type": "string", "enum": ["annual", "quarterly", "monthly", "daily"]},
-        }, "required": ["principal", "annual_rate", "years"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_stock_price",
+            "description": "Latest stock price of a company (local demo data).",
+            "parameters": {"type": "object", "properties": _TICKER, "required": ["ticker"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_company_info",
+            "description": "Company profile: name, sector, industry, headquarters, founding year, employees, market cap.",
+            "parameters": {"type": "object", "properties": _TICKER, "required": ["ticker"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "calculate_financial_ratios",
+            "description": "P/E, price-to-book, net margin %, debt-to-equity and return on equity % of a company.",
+            "parameters": {"type": "object", "properties": _TICKER, "required": ["ticker"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "calculate_investment_returns",
+            "description": "Compound growth of an investment.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "principal": {"type": "number", "description": "amount invested"},
+                    "annual_rate": {"type": "number", "description": "yearly rate in percent, e.g. 7 for 7%"},
+                    "years": {"type": "number"},
+                    "compounding": {"type": "string", "enum": ["annual", "quarterly", "monthly", "daily"]},
+                },
+                "required": ["principal", "annual_rate", "years"],
+            },
+        },
+    },
 ]
 
 

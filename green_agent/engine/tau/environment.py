@@ -307,8 +307,9 @@ class AttemptEnvironment:
         participant = AssistantMessage if requestor == "assistant" else UserMessage
         self._messages.append(participant(role=requestor, content=None, tool_calls=[call]))
         try:
-            answer = await self._sandbox.call(call.model_dump(mode="json"), timeout_s=self._tool_timeout_s,
-                                              large=encoded_size > LARGE_ARGUMENTS_CHARS)
+            answer = await self._sandbox.call(
+                call.model_dump(mode="json"), timeout_s=self._tool_timeout_s, large=encoded_size > LARGE_ARGUMENTS_CHARS
+            )
         except ToolFault as fault:
             shown = _shown_call(name, arguments)
             self._fault = ToolFault(fault.kind, f"tool call {shown}: {fault.detail}", requestor=requestor, tool=name)

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from green_agent.process_hygiene import die_with_parent
 from green_agent.engine.tau.tasks import TaskRef
+from green_agent.process_hygiene import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,9 @@ class SandboxFactory:
     def warm(self) -> None:
         """Start the fork server (and its preload) in a worker thread, without waiting for it."""
         if self._warming is None:
-            self._warming = asyncio.get_running_loop().create_task(asyncio.to_thread(_ensure_fork_server, self._context))
+            self._warming = asyncio.get_running_loop().create_task(
+                asyncio.to_thread(_ensure_fork_server, self._context)
+            )
 
     async def open(self, ref: TaskRef) -> tuple[ToolSandbox, SandboxInit]:
         """Start a sandbox for ``ref`` and build its environment there. Raises :class:`SandboxError`."""
@@ -131,8 +133,9 @@ class SandboxFactory:
             await sandbox.aclose()
             raise SandboxError(f"building the tau2 environment failed: {answer['error']}")
         init = answer["init"]
-        return sandbox, SandboxInit(tools=init["tools"], user_tools=init["user_tools"], policy=init["policy"],
-                                    opening=init["opening"])
+        return sandbox, SandboxInit(
+            tools=init["tools"], user_tools=init["user_tools"], policy=init["policy"], opening=init["opening"]
+        )
 
 
 class ToolSandbox:
@@ -165,8 +168,12 @@ class ToolSandbox:
             raise ToolFault(fault.kind, fault.detail, requestor=requestor, tool=tool) from None
         if "resource" in answer:
             await self.aclose()
-            raise ToolFault("resource", f"tool call {tool} exhausted the sandbox's resources ({answer['resource']})",
-                            requestor=requestor, tool=tool)
+            raise ToolFault(
+                "resource",
+                f"tool call {tool} exhausted the sandbox's resources ({answer['resource']})",
+                requestor=requestor,
+                tool=tool,
+            )
         if "error" in answer:
             raise SandboxError(f"tool sandbox: {answer['error']}")
         return answer["ok"]  # type: ignore[no-any-return]
@@ -184,7 +191,9 @@ class ToolSandbox:
                     self._connection.send(message)
             except (OSError, ValueError) as error:
                 await self._mark_dead(f"its pipe broke: {error}")
-                raise ToolFault("crashed", f"the tool sandbox is gone ({self._dead})", requestor="?", tool="?") from None
+                raise ToolFault(
+                    "crashed", f"the tool sandbox is gone ({self._dead})", requestor="?", tool="?"
+                ) from None
             readable = loop.create_future()
             fd = self._connection.fileno()
             loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
@@ -196,17 +205,25 @@ class ToolSandbox:
                 raise
             except TimeoutError:
                 await self._kill(f"killed after exceeding the time limit of {timeout_s:g} s")
-                raise ToolFault("timeout", f"no answer within the tool time limit of {timeout_s:g} s; the call was "
-                                "killed", requestor="?", tool="?") from None
+                raise ToolFault(
+                    "timeout",
+                    f"no answer within the tool time limit of {timeout_s:g} s; the call was killed",
+                    requestor="?",
+                    tool="?",
+                ) from None
             finally:
                 loop.remove_reader(fd)
             try:
                 return self._connection.recv()  # type: ignore[no-any-return]
             except (EOFError, OSError) as error:
-                await self._mark_dead(f"it exited (exit code {self._process.exitcode})" if isinstance(error, EOFError)
-                                      else f"its pipe broke: {error}")
-                raise ToolFault("crashed", f"the tool sandbox died during the call ({self._dead})",
-                                requestor="?", tool="?") from None
+                await self._mark_dead(
+                    f"it exited (exit code {self._process.exitcode})"
+                    if isinstance(error, EOFError)
+                    else f"its pipe broke: {error}"
+                )
+                raise ToolFault(
+                    "crashed", f"the tool sandbox died during the call ({self._dead})", requestor="?", tool="?"
+                ) from None
 
     async def _kill(self, why: str) -> None:
         with contextlib.suppress(Exception):
@@ -268,8 +285,9 @@ def _release_fork_server() -> None:
             os.close(fd)
 
 
-def _child_entry(connection: multiprocessing.connection.Connection, domain: str, split: str | None, index: int,
-                 task_id: str) -> None:
+def _child_entry(
+    connection: multiprocessing.connection.Connection, domain: str, split: str | None, index: int, task_id: str
+) -> None:
     """Sandbox process main: tie our life to the parent's, then serve the environment until EOF."""
     _release_fork_server()
     die_with_parent()

@@ -68,11 +68,12 @@ def _tool_answer(env: Any, call: ToolCall) -> dict[str, Any]:
         env.sync_tools()
     except (MemoryError, RecursionError) as exhausted:
         return {"resource": type(exhausted).__name__}
-    except Exception as failure:  # noqa: BLE001 - tau2's own rule: the tool's error text is its output
+    except Exception as failure:
         response = f"Error: {failure}"
         error = True
-    message = ToolMessage(id=call.id, content=env.to_json_str(response), requestor=call.requestor, role="tool",
-                          error=error)
+    message = ToolMessage(
+        id=call.id, content=env.to_json_str(response), requestor=call.requestor, role="tool", error=error
+    )
     env.sync_tools()
     return {"ok": message.model_dump(mode="json")}
 
@@ -96,15 +97,21 @@ def serve(connection: Connection, domain: str, split: str | None, index: int, ta
                 else:
                     env, opening = build_environment(ref)
                     tools, user_tools, policy = schemas(domain)
-                    answer = {"init": {"tools": tools, "user_tools": user_tools, "policy": policy,
-                                       "opening": [m.model_dump(mode="json") for m in opening]}}
+                    answer = {
+                        "init": {
+                            "tools": tools,
+                            "user_tools": user_tools,
+                            "policy": policy,
+                            "opening": [m.model_dump(mode="json") for m in opening],
+                        }
+                    }
             elif op == "call" and env is not None:
                 answer = _tool_answer(env, ToolCall.model_validate(request["call"]))
             else:
                 answer = {"error": f"unexpected request {op!r}"}
         except (MemoryError, RecursionError) as exhausted:
             answer = {"resource": type(exhausted).__name__}
-        except Exception as failure:  # noqa: BLE001 - every failure goes back as data
+        except Exception as failure:
             last = traceback.extract_tb(failure.__traceback__)[-1:] if failure.__traceback__ else []
             where = f" (at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
             answer = {"error": f"{type(failure).__name__}: {failure}{where}"}

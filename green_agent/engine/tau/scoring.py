@@ -29,10 +29,10 @@ from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Any, Self
 
-from green_agent.process_hygiene import die_with_parent
 from green_agent.engine.results import RewardBreakdown
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import TaskRef
+from green_agent.process_hygiene import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def _evaluate(domain: str, split: str | None, index: int, task_id: str, simulati
             simulation=run, task=ref.task, evaluation_type=EvaluationType.ALL, solo_mode=False, domain=domain
         )
         return {"ok": info.model_dump(mode="json")}
-    except Exception as error:  # noqa: BLE001 - every evaluator failure must come back as data
+    except Exception as error:
         last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
         where = f" (at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
         return {"error": f"{type(error).__name__}: {error}{where}"}

@@ -14,8 +14,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from green_agent.statistics._validation import require_confidence, require_probability, require_real
-from green_agent.statistics.intervals import wilson_interval
 from green_agent.evaluations.metrics.toolcalls import (
     CanonicalOptions,
     ExtraArguments,
@@ -25,12 +23,15 @@ from green_agent.evaluations.metrics.toolcalls import (
     as_tool_calls,
     match_tool_calls,
 )
+from green_agent.statistics._validation import require_confidence, require_probability, require_real
+from green_agent.statistics.intervals import wilson_interval
 
 FAIR_FORGE_COMPONENTS: tuple[str, ...] = ("selection", "parameters", "sequence", "utilization")
 FAIR_FORGE_DEFAULT_WEIGHTS: dict[str, float] = {name: 0.25 for name in FAIR_FORGE_COMPONENTS}
 
-FINAGENT_OPTIONS = CanonicalOptions(casefold_strings=True, trim_strings=True, numeric_strings=False,
-                                    unordered_lists=False, rel_tol=1e-9, abs_tol=1e-6)
+FINAGENT_OPTIONS = CanonicalOptions(
+    casefold_strings=True, trim_strings=True, numeric_strings=False, unordered_lists=False, rel_tol=1e-9, abs_tol=1e-6
+)
 """FinAgent's normalisation: strings case-insensitive and trimmed, numbers as floats within 1e-6 (the seed's
 epsilon, plus a relative tolerance for large amounts), numeric strings *not* read as numbers, lists ordered."""
 
@@ -42,6 +43,7 @@ def _require_bool(name: str, value: Any) -> bool:
 
 
 # --- Fair-Forge ----------------------------------------------------------------------------------------------------
+
 
 class FairForgeToolCorrectness(BaseModel):
     """Fair-Forge's four tool-use components, their weighted overall score and the threshold decision."""
@@ -69,22 +71,30 @@ def _normalised_weights(tool_weights: Mapping[str, float] | None, use_sequence: 
     unknown = sorted(set(raw) - set(FAIR_FORGE_COMPONENTS))
     if unknown:
         raise ValueError(f"tool_weights has unknown component(s) {unknown}; allowed: {list(FAIR_FORGE_COMPONENTS)}")
-    weights = {name: require_real(f"tool_weights[{name!r}]", raw.get(name, 0.0), low=0.0)
-               for name in FAIR_FORGE_COMPONENTS}
+    weights = {
+        name: require_real(f"tool_weights[{name!r}]", raw.get(name, 0.0), low=0.0) for name in FAIR_FORGE_COMPONENTS
+    }
     if not use_sequence:
         weights.pop("sequence")
     total = math.fsum(weights.values())
     if total <= 0.0:
-        raise ValueError("tool_weights must give a positive total weight to the components in use "
-                         f"({', '.join(weights)}), got {weights}")
+        raise ValueError(
+            "tool_weights must give a positive total weight to the components in use "
+            f"({', '.join(weights)}), got {weights}"
+        )
     return {name: w / total for name, w in weights.items()}
 
 
-def fair_forge_tool_correctness(expected_tools: Sequence[ToolCall | Mapping[str, Any]],
-                                tools_used: Sequence[ToolCall | Mapping[str, Any]], *,
-                                final_answer_uses_tools: bool, tool_sequence_matters: bool = True,
-                                tool_weights: Mapping[str, float] | None = None, tool_threshold: float = 0.75,
-                                options: CanonicalOptions | None = None) -> FairForgeToolCorrectness:
+def fair_forge_tool_correctness(
+    expected_tools: Sequence[ToolCall | Mapping[str, Any]],
+    tools_used: Sequence[ToolCall | Mapping[str, Any]],
+    *,
+    final_answer_uses_tools: bool,
+    tool_sequence_matters: bool = True,
+    tool_weights: Mapping[str, float] | None = None,
+    tool_threshold: float = 0.75,
+    options: CanonicalOptions | None = None,
+) -> FairForgeToolCorrectness:
     """Fair-Forge agentic tool correctness with the original's defects fixed.
 
     Components (each in [0, 1]):
@@ -125,8 +135,14 @@ def fair_forge_tool_correctness(expected_tools: Sequence[ToolCall | Mapping[str,
     expected = as_tool_calls(expected_tools, "expected_tools")
     used = as_tool_calls(tools_used, "tools_used")
 
-    match = match_tool_calls(expected, used, mode=MatchMode.FLEXIBLE, argument_match_threshold=0.0,
-                             options=options, extra_arguments=ExtraArguments.PENALIZE)
+    match = match_tool_calls(
+        expected,
+        used,
+        mode=MatchMode.FLEXIBLE,
+        argument_match_threshold=0.0,
+        options=options,
+        extra_arguments=ExtraArguments.PENALIZE,
+    )
     exp_names = {c.name for c in expected}
     used_names = {c.name for c in used}
     union = exp_names | used_names
@@ -156,13 +172,21 @@ def fair_forge_tool_correctness(expected_tools: Sequence[ToolCall | Mapping[str,
     if not final_answer_uses_tools:
         notes.append("final answer does not use the tool results")
     return FairForgeToolCorrectness(
-        selection=selection, parameters=parameters, sequence=sequence, utilization=utilization, overall=overall,
-        is_correct=overall >= tool_threshold - 1e-12, tool_threshold=tool_threshold, weights=weights, match=match,
+        selection=selection,
+        parameters=parameters,
+        sequence=sequence,
+        utilization=utilization,
+        overall=overall,
+        is_correct=overall >= tool_threshold - 1e-12,
+        tool_threshold=tool_threshold,
+        weights=weights,
+        match=match,
         notes=notes,
     )
 
 
 # --- FinAgent ------------------------------------------------------------------------------------------------------
+
 
 class FinAgentCaseScore(BaseModel):
     """One FinAgent test case: the three component scores, their mean, and passed / failed / errored."""
@@ -201,10 +225,15 @@ class FinAgentSummary(BaseModel):
     mean_overall: float | None
 
 
-def finagent_case_score(expected_tools: Sequence[ToolCall | Mapping[str, Any]],
-                        actual_tools: Sequence[ToolCall | Mapping[str, Any]], *, faithfulness: float,
-                        case_id: str | None = None, pass_threshold: float = 0.7,
-                        options: CanonicalOptions | None = None) -> FinAgentCaseScore:
+def finagent_case_score(
+    expected_tools: Sequence[ToolCall | Mapping[str, Any]],
+    actual_tools: Sequence[ToolCall | Mapping[str, Any]],
+    *,
+    faithfulness: float,
+    case_id: str | None = None,
+    pass_threshold: float = 0.7,
+    options: CanonicalOptions | None = None,
+) -> FinAgentCaseScore:
     """FinAgent's per-case scores from expected and actual tool calls plus an already-judged faithfulness score.
 
     tool_selection  share of the distinct expected tool names that were called (extra tools are not penalised);
@@ -235,17 +264,30 @@ def finagent_case_score(expected_tools: Sequence[ToolCall | Mapping[str, Any]],
         raise ValueError(f"case_id must be a string or None, got {type(case_id).__name__}")
     expected = as_tool_calls(expected_tools, "expected_tools")
     actual = as_tool_calls(actual_tools, "actual_tools")
-    match = match_tool_calls(expected, actual, mode=MatchMode.FLEXIBLE, argument_match_threshold=0.0,
-                             options=options or FINAGENT_OPTIONS, extra_arguments=ExtraArguments.IGNORE)
+    match = match_tool_calls(
+        expected,
+        actual,
+        mode=MatchMode.FLEXIBLE,
+        argument_match_threshold=0.0,
+        options=options or FINAGENT_OPTIONS,
+        extra_arguments=ExtraArguments.IGNORE,
+    )
     exp_names = {c.name for c in expected}
     called = {c.name for c in actual}
     selection = len(exp_names & called) / len(exp_names) if exp_names else 1.0
     arguments = math.fsum(p.argument_score for p in match.pairs) / len(expected) if expected else 1.0
     overall = math.fsum((selection, arguments, faithfulness)) / 3.0
     passed = overall >= pass_threshold - 1e-12
-    return FinAgentCaseScore(case_id=case_id, status="passed" if passed else "failed", tool_selection=selection,
-                             argument_match=arguments, faithfulness=faithfulness, overall=overall,
-                             pass_threshold=pass_threshold, match=match)
+    return FinAgentCaseScore(
+        case_id=case_id,
+        status="passed" if passed else "failed",
+        tool_selection=selection,
+        argument_match=arguments,
+        faithfulness=faithfulness,
+        overall=overall,
+        pass_threshold=pass_threshold,
+        match=match,
+    )
 
 
 def finagent_errored_case(error: str, *, case_id: str | None = None, pass_threshold: float = 0.7) -> FinAgentCaseScore:
@@ -253,8 +295,16 @@ def finagent_errored_case(error: str, *, case_id: str | None = None, pass_thresh
     if not isinstance(error, str):
         raise ValueError(f"error must be a string describing what failed, got {type(error).__name__}")
     pass_threshold = require_probability("pass_threshold", pass_threshold)
-    return FinAgentCaseScore(case_id=case_id, status="errored", tool_selection=None, argument_match=None,
-                             faithfulness=None, overall=None, pass_threshold=pass_threshold, error=error)
+    return FinAgentCaseScore(
+        case_id=case_id,
+        status="errored",
+        tool_selection=None,
+        argument_match=None,
+        faithfulness=None,
+        overall=None,
+        pass_threshold=pass_threshold,
+        error=error,
+    )
 
 
 def _mean(values: list[float]) -> float | None:
@@ -273,9 +323,13 @@ def summarize_finagent(cases: Sequence[FinAgentCaseScore], *, confidence: float 
     errored = len(items) - len(scored)
     wilson = wilson_interval(passed, len(items), confidence)
     return FinAgentSummary(
-        total=len(items), passed=passed, failed=len(scored) - passed, errored=errored,
+        total=len(items),
+        passed=passed,
+        failed=len(scored) - passed,
+        errored=errored,
         pass_rate=passed / len(items) if items else None,
-        pass_rate_ci_low=wilson.low if wilson else None, pass_rate_ci_high=wilson.high if wilson else None,
+        pass_rate_ci_low=wilson.low if wilson else None,
+        pass_rate_ci_high=wilson.high if wilson else None,
         confidence=confidence,
         mean_tool_selection=_mean([c.tool_selection for c in scored if c.tool_selection is not None]),
         mean_argument_match=_mean([c.argument_match for c in scored if c.argument_match is not None]),

@@ -329,8 +329,13 @@ def _match_mode(value: Any) -> MatchMode:
         raise ValueError(f"mode must be one of {allowed}, got {value!r}") from None
 
 
-def argument_score(expected: Mapping[str, Any], actual: Mapping[str, Any], *, options: CanonicalOptions | None = None,
-                   extra_arguments: ExtraArguments | str = ExtraArguments.IGNORE) -> float:
+def argument_score(
+    expected: Mapping[str, Any],
+    actual: Mapping[str, Any],
+    *,
+    options: CanonicalOptions | None = None,
+    extra_arguments: ExtraArguments | str = ExtraArguments.IGNORE,
+) -> float:
     """Share of the reference's argument keys whose values match (extra actual keys ignored by default).
 
     With ``extra_arguments="penalize"`` the denominator is the union of both key sets, so unexpected arguments
@@ -347,6 +352,7 @@ def argument_score(expected: Mapping[str, Any], actual: Mapping[str, Any], *, op
 
 
 # --- matching ------------------------------------------------------------------------------------------------------
+
 
 def as_tool_call(value: Any, where: str = "call") -> ToolCall:
     """Accept a :class:`ToolCall` or a mapping with ``name``/``tool_name`` and ``arguments``/``parameters``/``args``.
@@ -400,10 +406,15 @@ def _ratio(num: int, den: int, *, empty_other: bool) -> float:
     return 1.0 if empty_other else 0.0
 
 
-def match_tool_calls(expected: Sequence[ToolCall | Mapping[str, Any]], actual: Sequence[ToolCall | Mapping[str, Any]],
-                     *, mode: MatchMode | str = MatchMode.STRICT, argument_match_threshold: float = 0.8,
-                     options: CanonicalOptions | None = None,
-                     extra_arguments: ExtraArguments | str = ExtraArguments.IGNORE) -> ToolCallMatch:
+def match_tool_calls(
+    expected: Sequence[ToolCall | Mapping[str, Any]],
+    actual: Sequence[ToolCall | Mapping[str, Any]],
+    *,
+    mode: MatchMode | str = MatchMode.STRICT,
+    argument_match_threshold: float = 0.8,
+    options: CanonicalOptions | None = None,
+    extra_arguments: ExtraArguments | str = ExtraArguments.IGNORE,
+) -> ToolCallMatch:
     """Optimally match expected to actual tool calls and score the result (see the module docstring).
 
     >>> m = match_tool_calls([{"name": "search", "arguments": {"q": "a"}}] * 2,
@@ -456,8 +467,9 @@ def match_tool_calls(expected: Sequence[ToolCall | Mapping[str, Any]], actual: S
         for i, j in zip(rows.tolist(), cols.tolist()):
             if (i, j) in score:
                 s, ok = score[(i, j)]
-                pairs.append(MatchedPair(expected_index=i, actual_index=j, name=exp_calls[i].name,
-                                         argument_score=s, correct=ok))
+                pairs.append(
+                    MatchedPair(expected_index=i, actual_index=j, name=exp_calls[i].name, argument_score=s, correct=ok)
+                )
     pairs.sort(key=lambda p: p.expected_index)
     correct = [p for p in pairs if p.correct]
     n_ok = len(correct)
@@ -466,17 +478,23 @@ def match_tool_calls(expected: Sequence[ToolCall | Mapping[str, Any]], actual: S
     f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
     lcs = _lcs_length([c.name for c in exp_calls], [c.name for c in act_calls])
     order = _ratio(lcs, n_exp, empty_other=n_act == 0)
-    exact = n_exp == n_act and all(
-        (i, i) in score and score[(i, i)][1] for i in range(n_exp)
-    )
+    exact = n_exp == n_act and all((i, i) in score and score[(i, i)][1] for i in range(n_exp))
     ok_exp = {p.expected_index for p in correct}
     ok_act = {p.actual_index for p in correct}
     return ToolCallMatch(
-        mode=mode, argument_match_threshold=threshold, extra_arguments=extra,
-        expected_count=n_exp, actual_count=n_act, pairs=pairs, correct_count=n_ok,
-        precision=precision, recall=recall, f1=f1,
+        mode=mode,
+        argument_match_threshold=threshold,
+        extra_arguments=extra,
+        expected_count=n_exp,
+        actual_count=n_act,
+        pairs=pairs,
+        correct_count=n_ok,
+        precision=precision,
+        recall=recall,
+        f1=f1,
         mean_argument_score=(math.fsum(p.argument_score for p in pairs) / len(pairs)) if pairs else None,
-        order_score=order, exact_sequence=exact,
+        order_score=order,
+        exact_sequence=exact,
         missing_expected=[i for i in range(n_exp) if i not in ok_exp],
         unexpected_actual=[j for j in range(n_act) if j not in ok_act],
     )

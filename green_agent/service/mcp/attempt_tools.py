@@ -100,8 +100,9 @@ def mcp_tools(openai_tools: list[dict[str, Any]]) -> list[types.Tool]:
     for entry in openai_tools:
         function = entry.get("function", entry)
         parameters = function.get("parameters") or {"type": "object", "properties": {}}
-        tools.append(types.Tool(name=function["name"], description=function.get("description"),
-                                input_schema=parameters))
+        tools.append(
+            types.Tool(name=function["name"], description=function.get("description"), input_schema=parameters)
+        )
     return tools
 
 
@@ -133,8 +134,9 @@ class _Dispatcher:
         endpoint_id = str(scope.get("path_params", {}).get("endpoint_id", ""))
         endpoint = self._gateway.endpoint(endpoint_id)
         if endpoint is None:
-            await _rejection(404, "unknown or closed attempt endpoint (an attempt's MCP endpoint closes when the "
-                             "attempt ends)")(scope, receive, send)
+            await _rejection(
+                404, "unknown or closed attempt endpoint (an attempt's MCP endpoint closes when the attempt ends)"
+            )(scope, receive, send)
             return
         token = _bearer(scope)
         if token is None or not hmac.compare_digest(token.encode(), endpoint.token.encode()):
@@ -231,8 +233,12 @@ class AttemptToolGateway:
         finally:
             endpoint.open = False
             self._endpoints.pop(endpoint.endpoint_id, None)
-            log.debug("attempt %s: MCP endpoint closed after %d tool call(s), %d refused", attempt_key,
-                      endpoint.calls, endpoint.refused)
+            log.debug(
+                "attempt %s: MCP endpoint closed after %d tool call(s), %d refused",
+                attempt_key,
+                endpoint.calls,
+                endpoint.refused,
+            )
 
     # -- MCP handlers ------------------------------------------------------------------------------------------
 
@@ -274,5 +280,6 @@ class AttemptToolGateway:
             log.exception("attempt %s: tau2 failed running tool %r", endpoint.attempt_key, params.name)
             return _error_result(f"the tau2 environment failed while running {params.name}: {type(error).__name__}")
         endpoint.calls += 1
-        return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.content)],
-                                    is_error=outcome.error)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=outcome.content)], is_error=outcome.error
+        )

@@ -53,9 +53,14 @@ class McpComponent:
         self._registry: BattleRegistry | None = None
         self.control: MCPServer | None = None
         self.gateway: AttemptToolGateway | None = (
-            AttemptToolGateway(public_url, security=self._security, step_limit=self._max_steps_of,
-                               session_idle_timeout_s=attempt_session_idle_s)
-            if public_url else None
+            AttemptToolGateway(
+                public_url,
+                security=self._security,
+                step_limit=self._max_steps_of,
+                session_idle_timeout_s=attempt_session_idle_s,
+            )
+            if public_url
+            else None
         )
 
     @property
@@ -67,8 +72,9 @@ class McpComponent:
         """``/mcp/`` (control) and, with a public URL, ``/mcp-attempts/{id}/`` (attempt tools)."""
         if self.control is not None:
             raise RuntimeError("an McpComponent serves one application: create one per create_app() call")
-        self.control = build_control_server(registry, mcp_tool_mode_available=lambda: self.gateway is not None,
-                                            probe_timeout_s=self._probe_timeout_s)
+        self.control = build_control_server(
+            registry, mcp_tool_mode_available=lambda: self.gateway is not None, probe_timeout_s=self._probe_timeout_s
+        )
         app = self.control.streamable_http_app(streamable_http_path="/", transport_security=self._security)
         routes: list[BaseRoute] = [Mount(CONTROL_PATH, app=app)]
         if self.gateway is not None:

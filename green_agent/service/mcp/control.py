@@ -34,6 +34,7 @@ from pydantic import Field, StrictBool
 from green_agent.engine.battle_ids import BattleIdError, new_battle_id, validate_battle_id
 from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError
 from green_agent.engine.events import BattleEvent
+from green_agent.engine.tau.tasks import list_domains, load_tasks, select_tasks
 from green_agent.service.mcp.models import (
     AttemptRow,
     BattleResults,
@@ -47,9 +48,15 @@ from green_agent.service.mcp.models import (
     TaskView,
 )
 from green_agent.service.mcp.security import keep_root_logging
-from green_agent.statistics import MacroStat, MicroStat, TrialsComparison, TrialsSummary, compare_trials, summarize_trials
 from green_agent.service.running_battles import BattleRecord, BattleRegistry
-from green_agent.engine.tau.tasks import list_domains, load_tasks, select_tasks
+from green_agent.statistics import (
+    MacroStat,
+    MicroStat,
+    TrialsComparison,
+    TrialsSummary,
+    compare_trials,
+    summarize_trials,
+)
 
 INSTRUCTIONS = """\
 Arena green agent: tau-bench reliability assessments (pass^k / pass@k with confidence intervals, failure breakdown).
@@ -130,10 +137,14 @@ def battle_results(record: BattleRecord) -> BattleResults:
     if result is None:
         battle = record.battle
         if record.running:
-            raise ToolError(f"battle {record.battle_id} is still running ({battle.attempts_done}/"
-                            f"{battle.attempts_total} attempts done): poll get_battle, or start_battle with wait")
-        raise ToolError(f"battle {record.battle_id} has no results: it ended in state {record.state}"
-                        + (f" ({record.error})" if record.error else ""))
+            raise ToolError(
+                f"battle {record.battle_id} is still running ({battle.attempts_done}/"
+                f"{battle.attempts_total} attempts done): poll get_battle, or start_battle with wait"
+            )
+        raise ToolError(
+            f"battle {record.battle_id} has no results: it ended in state {record.state}"
+            + (f" ({record.error})" if record.error else "")
+        )
     summary = result.summary
     return BattleResults(
         battle_id=result.battle_id,
@@ -149,8 +160,13 @@ def battle_results(record: BattleRecord) -> BattleResults:
         infrastructure_errors=result.infrastructure_errors,
         attempts=[
             AttemptRow(
-                task_key=a.task_key, task_id=a.task_id, attempt=a.attempt, outcome=a.outcome, reward=a.reward,
-                steps=a.steps, duration_s=a.duration_s,
+                task_key=a.task_key,
+                task_id=a.task_id,
+                attempt=a.attempt,
+                outcome=a.outcome,
+                reward=a.reward,
+                steps=a.steps,
+                duration_s=a.duration_s,
                 failure_category=a.failure.category.value if a.failure else None,
                 failure_detail=a.failure.detail if a.failure and a.failure.detail else None,
             )
@@ -179,15 +195,20 @@ async def probe_white_agent(url: str, timeout_s: float) -> None:
         async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s)) as http:
             response = await http.get(card_url)
     except httpx.HTTPError as error:
-        raise ToolError(f"white_agent_url: {url} does not answer ({type(error).__name__} within {timeout_s:g} s); "
-                        "is the agent running and reachable from the green agent?") from None
+        raise ToolError(
+            f"white_agent_url: {url} does not answer ({type(error).__name__} within {timeout_s:g} s); "
+            "is the agent running and reachable from the green agent?"
+        ) from None
     if response.status_code != 200:
-        raise ToolError(f"white_agent_url: {url} answered HTTP {response.status_code} for its agent card "
-                        "(/.well-known/agent-card.json); is it an A2A agent?")
+        raise ToolError(
+            f"white_agent_url: {url} answered HTTP {response.status_code} for its agent card "
+            "(/.well-known/agent-card.json); is it an A2A agent?"
+        )
 
 
-def _trials_of(registry: BattleRegistry, value: str | Mapping[str, Sequence[bool | None]], name: str
-               ) -> Mapping[str, Sequence[bool | None]]:
+def _trials_of(
+    registry: BattleRegistry, value: str | Mapping[str, Sequence[bool | None]], name: str
+) -> Mapping[str, Sequence[bool | None]]:
     """Trials given directly, or those of a finished battle named by its id (task key -> outcomes by attempt)."""
     if not isinstance(value, str):
         return value
@@ -239,8 +260,9 @@ def build_control_server(
 ) -> MCPServer:
     """The control MCP server. ``registry()`` returns the application's registry (available once it started)."""
     with keep_root_logging():
-        server: MCPServer = MCPServer("arena-green-agent", version="0.1.0", instructions=INSTRUCTIONS,
-                                      log_level="WARNING")
+        server: MCPServer = MCPServer(
+            "arena-green-agent", version="0.1.0", instructions=INSTRUCTIONS, log_level="WARNING"
+        )
     server.middleware.append(_reject_unknown_arguments(server))
 
     @server.tool(name="list_domains")
@@ -264,9 +286,14 @@ def build_control_server(
             tasks = await asyncio.to_thread(load_tasks, domain, split)
         except ConfigError as error:
             raise ToolError(str(error)) from None
-        page = tasks[offset: offset + limit]
-        return TaskList(domain=domain, split=split or None, total=len(tasks), offset=offset,
-                        tasks=[_task_view(offset + i, task) for i, task in enumerate(page)])
+        page = tasks[offset : offset + limit]
+        return TaskList(
+            domain=domain,
+            split=split or None,
+            total=len(tasks),
+            offset=offset,
+            tasks=[_task_view(offset + i, task) for i, task in enumerate(page)],
+        )
 
     @server.tool()
     async def start_battle(
@@ -292,8 +319,10 @@ def build_control_server(
             raise ToolError(f"battle_id: battle {battle_id} already exists ({existing.state})")
         cfg = await _validated_config(battles, config)
         if cfg.tool_mode == "mcp" and not mcp_tool_mode_available():
-            raise ToolError("config.tool_mode: 'mcp' needs the green agent's MCP component to know its public URL "
-                            "(McpComponent(public_url=...))")
+            raise ToolError(
+                "config.tool_mode: 'mcp' needs the green agent's MCP component to know its public URL "
+                "(McpComponent(public_url=...))"
+            )
         await probe_white_agent(white_agent_url, probe_timeout_s)
 
         queue: asyncio.Queue[BattleEvent | None] = asyncio.Queue()
@@ -319,12 +348,18 @@ def build_control_server(
         finally:
             listening = False  # a caller that went away stops collecting events; the battle goes on
         results = battle_results(record) if record.result is not None else None
-        return StartedBattle(battle_id=battle_id, state=record.state, attempts_total=record.battle.attempts_total,
-                             results=results, error=record.error)
+        return StartedBattle(
+            battle_id=battle_id,
+            state=record.state,
+            attempts_total=record.battle.attempts_total,
+            results=results,
+            error=record.error,
+        )
 
     @server.tool()
-    async def get_battle(battle_id: str, events: Annotated[int, Field(ge=0, le=RECENT_EVENTS_MAX)] = 10
-                         ) -> BattleStatus:
+    async def get_battle(
+        battle_id: str, events: Annotated[int, Field(ge=0, le=RECENT_EVENTS_MAX)] = 10
+    ) -> BattleStatus:
         """A battle's state (running, finished, error, cancelled), attempts done / total and its latest events."""
         return battle_status(_record(registry(), battle_id), events)
 
@@ -390,8 +425,14 @@ def _cancel_answer(record: BattleRecord, was_running: bool) -> CancelledBattle:
         message = f"battle {record.battle_id} ended {record.state} before the cancel took effect"
     else:
         message = f"battle {record.battle_id} had already ended ({record.state}); nothing was cancelled"
-    return CancelledBattle(battle_id=record.battle_id, state=record.state, was_running=was_running,
-                           attempts_finished=finished, attempts_total=total, message=message)
+    return CancelledBattle(
+        battle_id=record.battle_id,
+        state=record.state,
+        was_running=was_running,
+        attempts_finished=finished,
+        attempts_total=total,
+        message=message,
+    )
 
 
 async def _validated_config(registry: BattleRegistry, config: dict[str, Any] | None) -> BattleConfig:

@@ -43,8 +43,7 @@ def transport_security(allowed_hosts: Sequence[str] | None, public_url: str | No
         if host not in hosts:
             hosts.append(host)
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                     allowed_origins=origins)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@
 
 Judged parts go through a :class:`Judge`: :class:`LlmJudge` (any OpenAI-compatible endpoint, structured answers,
 retries, SQLite cache) or :class:`LexicalJudge` (offline, deterministic). Deterministic parts come from
-:mod:`green_agent.statistics`. Mount everything on the green agent with ``create_app(..., components=[EvaluationsComponent()])``.
+:mod:`green_agent.statistics`. Mount everything on the green agent with ``create_app(...,
+components=[EvaluationsComponent()])``.
 """
 
 from green_agent.evaluations.agent_metrics import (

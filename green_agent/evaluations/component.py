@@ -1,4 +1,5 @@
-"""The evaluations' HTTP surface, mounted on the green agent's server as a :class:`green_agent.service.a2a_server.Component`.
+"""The evaluations' HTTP surface, mounted on the green agent's server as a
+:class:`green_agent.service.a2a_server.Component`.
 
 Routes:
     POST /run                      Fair-Forge-compatible conversation evaluation (JSON in, JSON out)

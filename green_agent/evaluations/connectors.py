@@ -138,7 +138,8 @@ def resolve_connector(
     provider = provider_for(class_path.strip())
     if provider is None:
         raise ConnectorError(
-            f"unsupported connector.class_path {class_path.strip()[:200]!r}; supported: {', '.join(SUPPORTED_CLASS_PATHS)}"
+            f"unsupported connector.class_path {class_path.strip()[:200]!r}; "
+            f"supported: {', '.join(SUPPORTED_CLASS_PATHS)}"
         )
     params = connector.get("params", {})
     if params is None:
@@ -178,7 +179,8 @@ def resolve_connector(
     if not key:
         if provider.needs_key and require_key:
             raise ConnectorError(
-                f"no API key for {provider.name}: set connector.params.api_key or the {API_KEY_ENV} environment variable"
+                f"no API key for {provider.name}: set connector.params.api_key or the {API_KEY_ENV} "
+                "environment variable"
             )
         key = "unused"  # the openai client insists on a key; Ollama ignores it (and the lexical judge calls nothing)
 

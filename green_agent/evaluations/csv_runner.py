@@ -3,7 +3,8 @@
 Each test case's query goes to the agent as a new A2A message in a fresh context (no case sees another's history),
 at most ``concurrency`` at a time, each within ``case_timeout_s``. The agent reports its tool calls in a data part
 ``{"tool_calls": [{"name", "arguments", "result"}, ...]}``; a reply without it is scored as having called no tool,
-with a note saying the trace was missing. Scores per case are FinAgent's (:func:`green_agent.statistics.finagent_case_score`):
+with a note saying the trace was missing. Scores per case are FinAgent's
+(:func:`green_agent.statistics.finagent_case_score`):
 tool selection, argument match and the judge's faithfulness, overall = their mean, passed when overall >= 0.7.
 
 Outcomes per case: ``passed`` / ``failed``; ``errored`` when the agent could not be reached, timed out or reported a

@@ -14,7 +14,8 @@ Columns (header names are trimmed and case-insensitive; other columns are ignore
 Rows are numbered like a spreadsheet: the header is row 1, the first test case row 2 (a quoted field spanning lines
 still counts as one row). Blank rows are skipped. Limits (all configurable, see :class:`CsvLimits`): 5 MB, 100 test
 cases, 10,000 rows (blank ones included), 64 columns, 32,768 characters per cell, 32 expected tools per case; JSON
-cells nested at most 64 deep, numbers of at most 1000 digits, no NaN or Infinity. A file over a limit gets a problem naming the row, the
+cells nested at most 64 deep, numbers of at most 1000 digits, no NaN or Infinity. A file over a limit gets a problem
+naming the row, the
 column and the limit; the whole file is checked and every problem reported at once (up to 200), so a user fixes
 the file in one pass. JSON cells are cleaned of lone UTF-16 surrogates (``"\\ud800"`` becomes U+FFFD).
 """
@@ -138,7 +139,8 @@ def _decode(data: bytes) -> str:
                 CsvProblem(
                     row=row,
                     column=column,
-                    message=f"not valid UTF-8 (byte 0x{data[error.start]:02X} at offset {error.start}); save the file as "
+                    message=f"not valid UTF-8 (byte 0x{data[error.start]:02X} at offset {error.start}); "
+                    "save the file as "
                     "UTF-8 (CSV UTF-8 in spreadsheet programs)",
                 )
             ]

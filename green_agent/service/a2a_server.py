@@ -57,8 +57,9 @@ from green_agent.service.running_battles import BackendTarget, BattleRegistry, S
 log = logging.getLogger(__name__)
 
 ACCEPTED_FORMATS = """This is the Arena green agent (tau-bench reliability assessor). Send one of:
-1. an AgentBeats battle message: {"type": "battle_info", ...} or {"type": "battle_start", "battle_id": ...,
-   "green_battle_context": {"backend_url": ..., "task_config": ...}, "opponent_infos": [{"name": ..., "agent_url": ...}]}
+1. an AgentBeats battle message: {"type": "battle_info", ...} or
+   {"type": "battle_start", "battle_id": ..., "green_battle_context": {"backend_url": ..., "task_config": ...},
+   "opponent_infos": [{"name": ..., "agent_url": ...}]}
 2. an assessment request: {"participants": {"white_agent": "<A2A URL of the agent under test>"},
    "config": {"mode": "manual", "k": 4, "domain": "retail", "task_id": 5, ...}}
    answered as a Task that streams progress and ends with a "Result" artifact (markdown + JSON).
@@ -413,8 +414,8 @@ def create_app(
 ) -> Starlette:
     """The green agent as a Starlette app: A2A JSON-RPC at /, the agent card, /health, plus ``components``.
 
-    ``operator_token`` guards the control surface (see :mod:`green_agent.service.operator_auth`); when omitted a random one
-    is generated and kept in ``app.state.operator_token``. ``limits`` bound what remote parties may ask for.
+    ``operator_token`` guards the control surface (see :mod:`green_agent.service.operator_auth`); when omitted a random
+    one is generated and kept in ``app.state.operator_token``. ``limits`` bound what remote parties may ask for.
     """
     card = build_card(card_url)
     token = operator_token or OperatorToken.new()

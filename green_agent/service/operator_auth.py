@@ -11,7 +11,8 @@ starts and passes it through the environment (never on a command line, where ``p
 as ``Authorization: Bearer <token>``; browser pages may pass ``?token=<token>`` once, which sets an HttpOnly cookie.
 
 Routing policy (:class:`OperatorAuthMiddleware`, default deny): the agent card, /health, the A2A endpoint (which
-checks per JSON-RPC method and per message kind itself, see :mod:`green_agent.service.a2a_server`) and the per-attempt MCP tool
+checks per JSON-RPC method and per message kind itself, see :mod:`green_agent.service.a2a_server`) and the per-attempt
+MCP tool
 endpoints (each has its own attempt token) are reachable without the operator token; every other path needs it.
 """
 

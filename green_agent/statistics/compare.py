@@ -117,11 +117,8 @@ def compare_trials(
     only_b = sorted(counts_b.keys() - counts_a.keys())
     pa = [counts_a[t] for t in common]
     pb = [counts_b[t] for t in common]
-    depth = np.fromiter((min(x.n, y.n) for x, y in zip(pa, pb)), dtype=np.int64, count=len(common))
-    if k_max is None:
-        k_max = int(depth.max()) if depth.size else 0
-    else:
-        k_max = require_int("k_max", k_max, minimum=1)
+    depth = np.fromiter((min(x.n, y.n) for x, y in zip(pa, pb, strict=True)), dtype=np.int64, count=len(common))
+    k_max = (int(depth.max()) if depth.size else 0) if k_max is None else require_int("k_max", k_max, minimum=1)
     hat_a, at_a, _ = curve_matrices(pa, k_max)
     hat_b, at_b, _ = curve_matrices(pb, k_max)
 

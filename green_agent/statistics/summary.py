@@ -287,10 +287,7 @@ def summarize_trials(
     """
     n_bootstrap, seed, confidence = validate_bootstrap_args(n_bootstrap, seed, confidence)
     counts = count_trials(trials)
-    if k_max is None:
-        k_max = max((tc.n for tc in counts), default=0)
-    else:
-        k_max = require_int("k_max", k_max, minimum=1)
+    k_max = max((tc.n for tc in counts), default=0) if k_max is None else require_int("k_max", k_max, minimum=1)
     hat, at, tasks = curve_matrices(counts, k_max)
     n_arr = np.fromiter((tc.n for tc in counts), dtype=np.int64, count=len(counts))
 

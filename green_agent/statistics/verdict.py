@@ -109,7 +109,8 @@ def interpret(
     reliable when pass@k >= 0.9 and pass^k >= 0.7; inconsistent when pass@k >= 0.9; functional when pass@k >= 0.7;
     needs_improvement otherwise. Every valid input gets exactly one label.
 
-    Supply the lower confidence bounds (e.g. ``pass_hat_ci_low`` of a :class:`~green_agent.statistics.summary.MacroStat`)
+    Supply the lower confidence bounds (e.g. ``pass_hat_ci_low`` of a
+    :class:`~green_agent.statistics.summary.MacroStat`)
     to make the label conservative: the bound, not the point estimate, must clear each bar. A bound above its point
     estimate is capped at the point estimate. Raises ``ValueError`` when pass^k > pass@k (impossible for values
     computed at the same k) or when any value is outside [0, 1].

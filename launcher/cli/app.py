@@ -91,7 +91,8 @@ def run(
 ) -> None:
     """Run a battle: start the white and green agents, stream progress, print the pass^k summary.
 
-    Exit codes: 0 the battle completed (whatever the agent scored), 1 harness error, 2 configuration error, 130 interrupted (Ctrl-C).
+    Exit codes: 0 the battle completed (whatever the agent scored), 1 harness error, 2 configuration error, 130
+    interrupted (Ctrl-C).
     With --backend, a battle that the backend puts in state error or ends by timeout also exits 1.
     """
     from launcher.cli.run_command import EXIT_INTERRUPTED, RunOptions, execute_run, say

@@ -68,7 +68,7 @@ def _judge_settings(cache: Path | None, no_cache: bool, base_url: str | None, pr
     )
 
 
-# --- arena score -------------------------------------------------------------------------------------------------------
+# - arena score -------------------------------------------------------------------------------------------------------
 
 
 def _print_run(result: dict[str, Any], console: Console) -> None:
@@ -195,7 +195,7 @@ def score_command(
     _write_json(result, out, f"{file.stem}-score.json", console)
 
 
-# --- arena eval-csv ----------------------------------------------------------------------------------------------------
+# - arena eval-csv ----------------------------------------------------------------------------------------------------
 
 
 async def _start_finance_demo(group: Any, python: str) -> str:

@@ -288,7 +288,8 @@ def export_command(
         bool, typer.Option("--allow-incomplete", help="also export a battle that was cancelled or ended in error")
     ] = False,
 ) -> None:
-    """Export a finished battle as a leaderboard results.json ({"participants": {role: id}, "results": [...]}) or CSV."""
+    """Export a finished battle as a leaderboard results.json ({"participants": {role: id}, "results": [...]}) or
+    CSV."""
     try:
         export = export_battles(source, fmt, participant_id or [], allow_incomplete=allow_incomplete)
     except ExportError as error:

@@ -304,7 +304,8 @@ async def register_agents(
 ) -> Registration:
     """Wait for everything to answer, then register (or find) the white and the green agent.
 
-    Raises :class:`ConfigError` for bad options, :class:`RegistrationError` when something does not answer in time or the
+    Raises :class:`ConfigError` for bad options, :class:`RegistrationError` when something does not answer in time or
+    the
     backend refuses a call (the message names the call and the answer).
     """
     options = options.validated()

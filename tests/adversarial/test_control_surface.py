@@ -225,7 +225,7 @@ async def test_agentbeats_battle_messages_stay_open_without_the_token(green: Gre
     assert {failure_of(a)[:2] for a in summary["attempts"]} == {("format_error", "white_agent")}, summary["attempts"]
 
 
-# ---------------------------------------------------------------------------------------------------------- the agent under test
+# ------------------------------------------------------------------------------------------------ the agent under test
 
 
 @pytest.mark.timeout(240)
@@ -273,7 +273,7 @@ async def test_the_agent_under_test_cannot_cancel_or_read_its_battle(green: Gree
     assert not allowed, "the agent under test reached the control surface:\n" + "\n".join(allowed)
 
 
-# ---------------------------------------------------------------------------------------------------------- remote config
+# ------------------------------------------------------------------------------------------------------- remote config
 
 
 @pytest.mark.timeout(120)

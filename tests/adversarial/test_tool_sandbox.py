@@ -133,6 +133,6 @@ async def test_calculate_bomb_is_the_agents_timeout_and_stalls_nothing_else(
     hot = burning_descendants(green)
     assert not hot, (
         f"processes of the green agent still burn CPU after the bomb attempt ended: "
-        f"{[(d, f'{u:.0f}%') for d, (_, u) in zip(describe([p for p, _ in hot]), hot)]}"
+        f"{[(d, f'{u:.0f}%') for d, (_, u) in zip(describe([p for p, _ in hot]), hot, strict=True)]}"
     )
     assert green.healthy(), "the green agent must still be healthy"

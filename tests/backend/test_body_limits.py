@@ -46,7 +46,8 @@ def card_app(body: bytes | None, *, rpc_error_message: str | None = None) -> Sta
     async def rpc(request: Request) -> Response:
         call = await request.json()
         message = rpc_error_message or '"no"'
-        text = f'{{"jsonrpc": "2.0", "id": {json.dumps(call.get("id"))}, "error": {{"code": -32603, "message": {message}}}}}'
+        error = f'{{"code": -32603, "message": {message}}}'
+        text = f'{{"jsonrpc": "2.0", "id": {json.dumps(call.get("id"))}, "error": {error}}}'
         return Response(text.encode(), media_type="application/json")
 
     return Starlette(routes=[Route("/.well-known/agent-card.json", card), Route("/", rpc, methods=["POST"])])

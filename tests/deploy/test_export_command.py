@@ -199,7 +199,7 @@ def test_sources_that_are_not_finished_battles_are_refused_with_the_reason(
 
 def test_cancelled_battles_need_allow_incomplete(tmp_path: Path) -> None:
     directory = run_dir(tmp_path, make_result(status="cancelled"))
-    with pytest.raises(ExportError, match="cancelled.*--allow-incomplete"):
+    with pytest.raises(ExportError, match=r"cancelled.*--allow-incomplete"):
         export_battles(directory, ExportFormat.RESULTS_JSON)
     assert json.loads(export_battles(directory, ExportFormat.RESULTS_JSON, allow_incomplete=True).text)["results"]
 

@@ -41,14 +41,14 @@ def test_documented_class_paths_map_to_openai_compatible_endpoints(
     "class_path", ["os.system", "langchain_groq.chat_models.ChatGroqX", "builtins.eval", "subprocess.Popen"]
 )
 def test_other_class_paths_are_refused_without_importing(class_path: str) -> None:
-    with pytest.raises(ConnectorError, match="unsupported connector.class_path"):
+    with pytest.raises(ConnectorError, match=r"unsupported connector\.class_path"):
         resolve_connector({"class_path": class_path, "params": {"model": "m", "api_key": KEY}}, environ={})
 
 
 def test_llm_api_key_is_the_fallback() -> None:
     block = {"class_path": "langchain_groq.chat_models.ChatGroq", "params": {"model": "m"}}
     assert resolve_connector(block, environ={"LLM_API_KEY": KEY}).api_key.get_secret_value() == KEY
-    with pytest.raises(ConnectorError, match="set connector.params.api_key or the LLM_API_KEY"):
+    with pytest.raises(ConnectorError, match=r"set connector\.params\.api_key or the LLM_API_KEY"):
         resolve_connector(block, environ={})
     assert resolve_connector(block, environ={}, require_key=False).provider == "groq"
 

@@ -93,7 +93,7 @@ async def test_battle_start_runs_in_background_and_reports_once(green_url: str) 
     assert result["winner"] == "white_agent"
     assert "pass^j" in result["markdown_content"]
     assert len(result["detail"]["attempts"]) == 4
-    assert [e["detail"]["type"] for e in progress][0] == "battle_started"
+    assert next(e["detail"]["type"] for e in progress) == "battle_started"
 
 
 async def test_bad_task_config_is_refused_and_reported(green_url: str) -> None:

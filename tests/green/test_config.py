@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from green_agent.engine.config import BattleConfig, ConfigError, parse_battle_config
 from launcher.cli.scenario import Scenario, load_scenario
@@ -80,5 +81,5 @@ def test_external_white_agent_needs_url() -> None:
 
 def test_config_is_immutable() -> None:
     config = BattleConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         config.k = 6  # type: ignore[misc]

@@ -139,7 +139,8 @@ def _repro(probe: Probe, outcome: str, detail: str) -> str:
     body = probe.body if len(probe.body) <= 600 else probe.body[:600] + b"...(%d bytes)" % len(probe.body)
     return (
         f"[{probe.surface}] {probe.note}: {outcome} {detail[:300]}\n"
-        f"    curl -X {probe.method} '{{url}}{probe.path}' {' '.join(f'-H {k!r}: {v!r}' for k, v in probe.headers.items())}"
+        f"    curl -X {probe.method} '{{url}}{probe.path}' "
+        f"{' '.join(f'-H {k!r}: {v!r}' for k, v in probe.headers.items())}"
         f"{' (chunked)' if probe.chunked else ''} --data-binary {body!r}"
     )
 

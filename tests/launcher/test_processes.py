@@ -72,7 +72,10 @@ async def test_startup_timeout_names_the_url(tmp_path: Path) -> None:
 
 
 async def test_sigterm_ignoring_child_is_killed_after_grace(tmp_path: Path) -> None:
-    code = "import signal, time, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(120)"
+    code = (
+        "import signal, time, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(120)"
+    )
     proc = start_process("stubborn", [PYTHON, "-c", code], log_dir=tmp_path)
     while "ready" not in proc.stdout_path.read_text():
         assert proc.running

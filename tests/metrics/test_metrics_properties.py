@@ -198,7 +198,7 @@ def test_summary_invariants(trials: dict[str, list[bool | None]], seed: int) -> 
             else:
                 assert low is None and high is None
     reordered = summarize_trials(dict(reversed(list(trials.items()))), n_bootstrap=0)
-    for mine, theirs in zip(summary.macro, reordered.macro):
+    for mine, theirs in zip(summary.macro, reordered.macro, strict=True):
         assert (mine.pass_hat_mean is None) == (theirs.pass_hat_mean is None)
         if mine.pass_hat_mean is not None:
             assert math.isclose(mine.pass_hat_mean, theirs.pass_hat_mean, abs_tol=1e-12)  # type: ignore[arg-type]

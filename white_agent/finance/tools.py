@@ -128,7 +128,9 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         "type": "function",
         "function": {
             "name": "get_company_info",
-            "description": "Company profile: name, sector, industry, headquarters, founding year, employees, market cap.",
+            "description": (
+                "Company profile: name, sector, industry, headquarters, founding year, employees, market cap."
+            ),
             "parameters": {"type": "object", "properties": _TICKER, "required": ["ticker"]},
         },
     },

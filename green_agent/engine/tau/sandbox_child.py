@@ -1,4 +1,5 @@
-"""The inside of a tool sandbox (see :mod:`green_agent.engine.tau.sandbox`): one attempt's tau2 environment, served over a
+"""The inside of a tool sandbox (see :mod:`green_agent.engine.tau.sandbox`): one attempt's tau2 environment, served
+over a
 pipe until the parent closes it.
 
 Imported by the fork server before any sandbox is forked (its preload), so the import cost and the parsed domain

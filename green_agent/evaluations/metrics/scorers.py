@@ -2,7 +2,8 @@
 
 Both keep the seeds' component names, defaults and overall formulas so their numbers can be read the same way, and
 fix the defects listed in each docstring. All comparisons go through
-:func:`~green_agent.evaluations.metrics.toolcalls.match_tool_calls`, so duplicate calls are paired optimally and no score
+:func:`~green_agent.evaluations.metrics.toolcalls.match_tool_calls`, so duplicate calls are paired optimally and no
+score
 depends on the order in which calls were listed (except the explicit sequence component).
 """
 

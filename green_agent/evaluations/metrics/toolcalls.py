@@ -235,7 +235,7 @@ def _equal(a: Any, b: Any, o: CanonicalOptions) -> bool:
     if ta is list and tb is list:
         if len(a) != len(b):
             return False
-        if all(_equal(x, y, o) for x, y in zip(a, b)):
+        if all(_equal(x, y, o) for x, y in zip(a, b, strict=True)):
             return True
         if not o.unordered_lists:
             return False
@@ -298,10 +298,7 @@ def _hits(expected: _Args, actual: _Args, o: CanonicalOptions) -> int:
 
 
 def _arg_score(expected: _Args, actual: _Args, o: CanonicalOptions, penalize: bool) -> float:
-    if penalize:
-        total = len(expected.values.keys() | actual.values.keys())
-    else:
-        total = len(expected.values)
+    total = len(expected.values.keys() | actual.values.keys()) if penalize else len(expected.values)
     if total == 0:
         return 1.0
     return _hits(expected, actual, o) / total
@@ -451,10 +448,7 @@ def match_tool_calls(
                 s = hits / union if union else 1.0
             else:
                 s = hits / n_ref if n_ref else 1.0
-            if mode is MatchMode.STRICT:
-                ok = same_keys and hits == n_ref
-            else:
-                ok = s >= threshold
+            ok = same_keys and hits == n_ref if mode is MatchMode.STRICT else s >= threshold
             score[(i, j)] = (s, ok)
 
     pairs: list[MatchedPair] = []
@@ -464,7 +458,7 @@ def match_tool_calls(
         for (i, j), (s, ok) in score.items():
             weights[i, j] = (big * big if ok else 0.0) + big + s
         rows, cols = linear_sum_assignment(weights, maximize=True)
-        for i, j in zip(rows.tolist(), cols.tolist()):
+        for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
             if (i, j) in score:
                 s, ok = score[(i, j)]
                 pairs.append(

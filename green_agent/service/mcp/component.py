@@ -31,7 +31,8 @@ CONTROL_PATH = "/mcp"
 
 
 class McpComponent:
-    """MCP for the green agent (a :class:`green_agent.service.a2a_server.Component`). One instance serves one application.
+    """MCP for the green agent (a :class:`green_agent.service.a2a_server.Component`). One instance serves one
+    application.
 
     ``allowed_hosts``: Host header values both MCP endpoints accept besides loopback on any port (``127.0.0.1:*``,
     ``localhost:*``, ``[::1]:*``); DNS-rebinding protection stays on. Containers add their service names, e.g.

@@ -12,7 +12,8 @@ white agent that does not answer its agent card and unknown arguments all come b
 Who may call these tools: only the green agent's operator (the app's :class:`~green_agent.service.operator_auth.
 OperatorAuthMiddleware` answers 401 on /mcp/ without the operator token). Even so, what comes in is treated as
 remote input: configs go through :meth:`BattleRegistry.remote_config` (the user simulator's endpoint, key variable
-and model stay the operator's), battle ids through :func:`~green_agent.engine.battle_ids.validate_battle_id`, ids the server
+and model stay the operator's), battle ids through :func:`~green_agent.engine.battle_ids.validate_battle_id`, ids the
+server
 makes are unguessable (:func:`~green_agent.engine.battle_ids.new_battle_id`), and an error about one battle never names
 another (a leaked id is a handle on someone else's run).
 """

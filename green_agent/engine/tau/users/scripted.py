@@ -84,7 +84,45 @@ _CONFIRM = re.compile(
     re.IGNORECASE,
 )
 _STOPWORDS = frozenset(
-    ["about", "also", "because", "cannot", "can't", "does", "doesn't", "don't", "have", "know", "remember", "that", "their", "them", "there", "they", "this", "what", "which", "with", "your", "yours", "user", "agent", "asks", "when", "will", "would", "should", "could", "from", "into", "only", "then", "than", "these", "those"]
+    [
+        "about",
+        "also",
+        "because",
+        "cannot",
+        "can't",
+        "does",
+        "doesn't",
+        "don't",
+        "have",
+        "know",
+        "remember",
+        "that",
+        "their",
+        "them",
+        "there",
+        "they",
+        "this",
+        "what",
+        "which",
+        "with",
+        "your",
+        "yours",
+        "user",
+        "agent",
+        "asks",
+        "when",
+        "will",
+        "would",
+        "should",
+        "could",
+        "from",
+        "into",
+        "only",
+        "then",
+        "than",
+        "these",
+        "those",
+    ]
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 from contextlib import ExitStack
+from urllib.parse import urlsplit
 
 LOOPBACK = "127.0.0.1"
 
@@ -38,3 +39,12 @@ def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
 def loopback_url(port: int, host: str = LOOPBACK) -> str:
     """``http://host:port`` without a trailing slash (the form agent cards and ``--card-url`` use)."""
     return f"http://{host}:{port}"
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+"""Host names that always mean this machine (what ``arena run`` starts, and what may be opened without a warning)."""
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url`` points at this machine by one of :data:`LOOPBACK_HOSTS`."""
+    return (urlsplit(url).hostname or "") in LOOPBACK_HOSTS

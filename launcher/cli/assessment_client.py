@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
@@ -30,6 +29,8 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
 )
 from a2a.utils.errors import A2AError
+
+from launcher.ports import is_loopback_url
 
 logger = logging.getLogger(__name__)
 
@@ -94,11 +95,6 @@ def build_request_text(white_url: str, config: dict[str, Any], battle_id: str | 
 def state_name(state: int) -> str:
     """Lower-case name of a protobuf TaskState value."""
     return _STATE_NAMES.get(state, "unknown")
-
-
-def _is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    return host in {"127.0.0.1", "localhost", "::1"}
 
 
 def _normalise_event(event: dict[str, Any]) -> dict[str, Any]:
@@ -225,7 +221,7 @@ async def run_assessment(
     text = build_request_text(white_url, config, battle_id, **(extra_request_fields or {}))
     message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[new_text_part(text)])
     headers = {"Authorization": f"Bearer {operator_token}"} if operator_token else None
-    async with httpx.AsyncClient(timeout=timeout, trust_env=not _is_loopback(green_url), headers=headers) as http:
+    async with httpx.AsyncClient(timeout=timeout, trust_env=not is_loopback_url(green_url), headers=headers) as http:
         try:
             card = await A2ACardResolver(http, green_url).get_agent_card()
         except (A2AClientError, httpx.HTTPError, ValueError) as error:

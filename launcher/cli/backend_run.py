@@ -57,7 +57,7 @@ from launcher.cli.run_command import (
     start_agent,
     white_agent_argv,
 )
-from launcher.ports import free_ports, loopback_url
+from launcher.ports import free_ports, is_loopback_url, loopback_url
 from launcher.processes import ProcessError, ProcessGroup, wait_until_ready
 
 logger = logging.getLogger(__name__)
@@ -144,10 +144,6 @@ def local_backend_argv(port: int, db_path: Path, *, python: str) -> list[str]:
         "--log-level",
         "warning",
     ]
-
-
-def _is_loopback(url: str) -> bool:
-    return (urlsplit(url).hostname or "") in {"127.0.0.1", "localhost", "::1"}
 
 
 class BackendApi:
@@ -384,7 +380,7 @@ async def _run_battle(
     backend_port, white_port, green_port, white_launcher_port, green_launcher_port = free_ports(5)
     backend_url = await _connect_backend(options, target, group, prepared, backend_port, display, report)
     report.backend_url = backend_url
-    async with httpx.AsyncClient(timeout=timeout, trust_env=not _is_loopback(backend_url)) as http:
+    async with httpx.AsyncClient(timeout=timeout, trust_env=not is_loopback_url(backend_url)) as http:
         api = BackendApi(http, backend_url)
         arena = is_arena_backend(await api.health())
         # Behind launchers: the backend resets every agent through its launcher before the battle.

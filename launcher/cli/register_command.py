@@ -34,6 +34,7 @@ import httpx
 import typer
 
 from green_agent.engine.config import ConfigError
+from launcher.ports import is_loopback_url
 
 logger = logging.getLogger(__name__)
 
@@ -196,10 +197,6 @@ class Registration:
         }
 
 
-def _is_loopback(url: str) -> bool:
-    return (urlsplit(url).hostname or "") in {"127.0.0.1", "localhost", "::1"}
-
-
 def _norm_url(value: Any) -> str:
     return str(value or "").strip().rstrip("/")
 
@@ -312,7 +309,7 @@ async def register_agents(
     white, green = options.specs()
     timeout = httpx.Timeout(options.request_timeout_s)
     # Loopback calls never go through a proxy from the environment; service names and remote backends may need one.
-    loopback = all(_is_loopback(url) for url in (options.backend_url, options.green_url, options.white_url))
+    loopback = all(is_loopback_url(url) for url in (options.backend_url, options.green_url, options.white_url))
     async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=not loopback) as client:
         log(f"waiting for the backend at {options.backend_url} and the agents")
         await wait_until_reachable(client, options)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,7 +115,7 @@ async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
 
 async def stream_text(
     client: httpx.AsyncClient, url: str, text: str, *, connect_timeout: float
-) -> AsyncIterator[A2AReply]:
+) -> AsyncGenerator[A2AReply]:
     """``message/stream`` one text and yield every result as it arrives, until the agent ends the stream.
 
     The read has no timeout: the caller decides how long to wait for the first reply and cancels the iteration

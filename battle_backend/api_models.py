@@ -3,7 +3,8 @@
 Bodies keep unknown keys (AgentBeats stores the registration and the events exactly as posted), but every key the
 backend relies on is typed and bounded, so a wrong, missing or oversized one is a 422 that names it. Reading and
 parsing the raw body (byte caps, nesting, numbers, surrogates) is `body_limits`' job; these models see only JSON
-that passed it.
+that passed it. A result whose detail declares Arena's schema is also checked against that schema
+(:func:`check_arena_result`, after the battle's token was checked).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from battle_backend.arena_results import ARENA_SCHEMA_ID, SchemaProblem, arena_schema_problem
 
 MAX_NAME_CHARS = 256
 """Names, aliases, ids and roles: far more than any real one, small enough to show in a page or an error."""
@@ -140,6 +143,33 @@ class BattleEvent(BaseModel):
     detail: Any = None
     markdown_content: str | None = None
     winner: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+
+
+def arena_result_error(problem: SchemaProblem) -> ApiError:
+    """422 for a result that declares Arena's schema and does not match it: FastAPI's shape, the location from the
+    body's root, and a message that starts with the JSON path of the (first) problem."""
+    return ApiError(
+        422,
+        [
+            {
+                "type": "arena_result_schema",
+                "loc": ["body", *problem.loc],
+                "msg": f"{problem.path}: {problem.message} (the result declares schema {ARENA_SCHEMA_ID!r} and "
+                "does not match it; see docs/summary.schema.json)",
+            }
+        ],
+    )
+
+
+def check_arena_result(event: BattleEvent) -> None:
+    """Refuse (422 naming the JSON path) a result whose detail declares Arena's schema without matching it. Results
+    that do not declare it (other green agents, AgentBeats-style ones) pass unchecked. CPU-bound for large results:
+    run it in a worker thread."""
+    if not event.is_result:
+        return
+    problem = arena_schema_problem(event.detail)
+    if problem is not None:
+        raise arena_result_error(problem)
 
 
 def validation_error(exc: ValidationError) -> ApiError:

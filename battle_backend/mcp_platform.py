@@ -30,13 +30,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -48,7 +49,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from battle_backend.a2a_messages import A2ADeliveryError, A2AReply, send_text, stream_text
 from battle_backend.agent_cards import AgentCardError, a2a_endpoint, fetch_agent_card
-from battle_backend.api_models import ApiError, BattleEvent, validate_data
+from battle_backend.api_models import ApiError, BattleEvent, check_arena_result, validate_data
 from battle_backend.body_limits import JsonLimits
 from battle_backend.context import BackendContext
 from battle_backend.security import presented_token
@@ -233,11 +234,11 @@ def _streaming(card: Mapping[str, Any]) -> bool:
     return not (isinstance(capabilities, dict) and capabilities.get("streaming") is False)
 
 
-def _reject_unknown_arguments(server: MCPServer) -> Callable[..., Awaitable[Any]]:
+def _reject_unknown_arguments(server: MCPServer) -> ServerMiddleware[Any]:
     """Middleware: an argument a tool does not take is a tool error naming it, instead of being dropped."""
     accepted: dict[str, frozenset[str]] = {}
 
-    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Awaitable[Any]]) -> Any:
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         params = ctx.params
         if ctx.method == "tools/call" and isinstance(params, Mapping):
             name, arguments = params.get("name"), params.get("arguments")
@@ -272,6 +273,8 @@ def build_platform_server(backend: BackendGetter) -> MCPServer:
         ctx = backend()
         try:
             event = validate_data(BattleEvent, payload)
+            if event.is_result and token is not None:  # the same schema check as the HTTP path, off the loop
+                await anyio.to_thread.run_sync(check_arena_result, event)
             record = await ctx.service.post_event(battle_id, event, payload, token)
         except ApiError as error:
             raise _tool_error(battle_id, error) from None

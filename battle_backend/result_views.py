@@ -1,23 +1,33 @@
 """Views of an Arena BattleResult found in a result's ``detail``: the pass^k table, the per-attempt grid and a
 server-side SVG chart of pass^j against j.
 
-The backend must not import green_agent, so the result is read as plain JSON, tolerantly: anything missing or
-oddly typed is skipped rather than failing the page. Numbers are formatted here; every string that reaches the
-SVG is escaped here, because the SVG is emitted as markup.
+Two kinds of results reach the page:
+
+- an Arena result declares ``"schema": "arena.battle-result/1"``; it was checked against the published schema when
+  it was posted (:mod:`battle_backend.arena_results`) and is read through the typed models there
+  (:class:`~battle_backend.arena_results.ArenaResult`), not through ``.get`` chains;
+- any other result (another green agent, an AgentBeats-style one, an Arena result written before the identifier
+  existed) is read as plain JSON, tolerantly: anything missing or oddly typed is skipped rather than failing the page.
+
+Numbers are formatted here; every string that reaches the SVG is escaped here, because the SVG is emitted as markup.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
+
+from battle_backend.arena_results import RESULT_KEYS, ArenaResult, parse_arena_result
 
 OUTCOMES = ("success", "failure", "infra_error")
 MAX_ATTEMPTS_SHOWN = 200
 """Attempt numbers beyond this are left out of the grid (a malformed result must not make a huge page)."""
 
 
+# --- the views ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MacroRow:
     """One j of the macro summary (means over tasks, with their confidence intervals)."""
@@ -87,7 +97,7 @@ def find_battle_result(detail: Any) -> dict[str, Any] | None:
     """The BattleResult in a result detail: the detail itself or one level down (``battle_result``, ``result``)."""
     candidates = [detail]
     if isinstance(detail, dict):
-        candidates += [detail.get(key) for key in ("battle_result", "result", "arena_result")]
+        candidates += [detail.get(key) for key in RESULT_KEYS]
     for candidate in candidates:
         if (
             isinstance(candidate, dict)
@@ -96,6 +106,112 @@ def find_battle_result(detail: Any) -> dict[str, Any] | None:
         ):
             return candidate
     return None
+
+
+def _cell(outcome: str, category: str | None, author: str, detail: str) -> GridCell:
+    if outcome == "success":
+        return GridCell(outcome=outcome, label="✓", title="success")
+    category = category or outcome
+    title = category + (f" · fault: {author}" if author else "") + (f" · {detail}" if detail else "")
+    return GridCell(outcome=outcome, label=category, title=title[:1000])
+
+
+def _grid(entries: Iterable[tuple[str, int, GridCell]]) -> tuple[list[GridRow], int]:
+    """Rows of (task key, attempt number, cell) entries, tasks in order of first appearance."""
+    by_task: dict[str, dict[int, GridCell]] = {}
+    for key, number, cell in entries:
+        if 1 <= number <= MAX_ATTEMPTS_SHOWN:
+            by_task.setdefault(key, {})[number] = cell
+    max_attempt = max((n for cells in by_task.values() for n in cells), default=0)
+    rows = [
+        GridRow(
+            task_key=key,
+            cells=[cells.get(n) for n in range(1, max_attempt + 1)],
+            successes=sum(1 for c in cells.values() if c.outcome == "success"),
+            attempts=len(cells),
+        )
+        for key, cells in by_task.items()
+    ]
+    return rows, max_attempt
+
+
+def _view(
+    rows: list[MacroRow],
+    entries: Iterable[tuple[str, int, GridCell]],
+    outcomes: Iterable[str],
+    *,
+    failure_breakdown: dict[str, int],
+    status: str | None,
+    infrastructure_errors: Any,
+) -> ArenaResultView:
+    grid, max_attempt = _grid(entries)
+    counts = {name: 0 for name in OUTCOMES}
+    for outcome in outcomes:
+        if outcome in counts:
+            counts[outcome] += 1
+    return ArenaResultView(
+        rows=rows,
+        grid=grid,
+        max_attempt=max_attempt,
+        chart_svg=pass_chart_svg(rows),
+        failure_breakdown=failure_breakdown,
+        outcome_counts=counts,
+        status=status,
+        infrastructure_errors=infrastructure_errors,
+    )
+
+
+def arena_result_view(result: ArenaResult) -> ArenaResultView:
+    """The views of a typed Arena result."""
+    rows = sorted(
+        (
+            MacroRow(
+                j=m.j,
+                pass_hat_mean=_finite(m.pass_hat_mean),
+                pass_hat_ci_low=_finite(m.pass_hat_ci_low),
+                pass_hat_ci_high=_finite(m.pass_hat_ci_high),
+                pass_at_mean=_finite(m.pass_at_mean),
+                pass_at_ci_low=_finite(m.pass_at_ci_low),
+                pass_at_ci_high=_finite(m.pass_at_ci_high),
+                coverage=m.coverage,
+                total_tasks=m.total_tasks,
+            )
+            for m in result.summary.macro
+        ),
+        key=lambda r: r.j,
+    )
+    entries = (
+        (
+            a.task_key,
+            a.attempt,
+            _cell(
+                a.outcome,
+                a.failure.category if a.failure else None,
+                a.failure.fault_author if a.failure else "",
+                a.failure.detail if a.failure else "",
+            ),
+        )
+        for a in result.attempts
+    )
+    return _view(
+        rows,
+        entries,
+        (a.outcome for a in result.attempts),
+        failure_breakdown=dict(result.failure_breakdown),
+        status=result.status,
+        infrastructure_errors=result.infrastructure_errors,
+    )
+
+
+def build_result_view(result: dict[str, Any]) -> ArenaResultView:
+    """All the views of one BattleResult: typed for an Arena result, tolerant for any other."""
+    arena = parse_arena_result(result)
+    return arena_result_view(arena) if arena is not None else generic_result_view(result)
+
+
+# --- the tolerant view of foreign results ------------------------------------------------------------------------
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
 
 
 def _number(value: Any) -> float | None:
@@ -143,69 +259,37 @@ def _task_key(attempt: dict[str, Any]) -> str:
     return f"{attempt.get('domain', '?')}/{attempt.get('split') or '-'}/{attempt.get('task_index', '?')}"
 
 
-def _cell(attempt: dict[str, Any]) -> GridCell:
+def _generic_cell(attempt: dict[str, Any]) -> GridCell:
     raw_outcome = attempt.get("outcome")
     outcome = raw_outcome if isinstance(raw_outcome, str) and raw_outcome in OUTCOMES else "unknown"
     failure = attempt.get("failure") if isinstance(attempt.get("failure"), dict) else None
-    if outcome == "success":
-        return GridCell(outcome=outcome, label="✓", title="success")
-    category = str(failure.get("category") or outcome) if failure else str(outcome)
+    category = str(failure.get("category") or outcome) if failure else None
     author = str(failure.get("fault_author") or "") if failure else ""
     detail = str(failure.get("detail") or "") if failure else ""
-    title = category + (f" · fault: {author}" if author else "") + (f" · {detail}" if detail else "")
-    return GridCell(outcome=outcome, label=category, title=title[:1000])
+    return _cell(outcome, category, author, detail)
 
 
-def _grid(attempts: list[Any]) -> tuple[list[GridRow], int]:
-    by_task: dict[str, dict[int, GridCell]] = {}
-    order: list[str] = []
+def _generic_entries(attempts: list[Any]) -> Iterator[tuple[str, int, GridCell]]:
     for attempt in attempts:
         if not isinstance(attempt, dict):
             continue
-        key = _task_key(attempt)
         try:
             number = int(attempt.get("attempt", 0))
         except (TypeError, ValueError, OverflowError):
             continue
-        if not 1 <= number <= MAX_ATTEMPTS_SHOWN:
-            continue
-        if key not in by_task:
-            by_task[key] = {}
-            order.append(key)
-        by_task[key][number] = _cell(attempt)
-    max_attempt = max((n for cells in by_task.values() for n in cells), default=0)
-    rows = []
-    for key in order:
-        cells = by_task[key]
-        rows.append(
-            GridRow(
-                task_key=key,
-                cells=[cells.get(n) for n in range(1, max_attempt + 1)],
-                successes=sum(1 for c in cells.values() if c.outcome == "success"),
-                attempts=len(cells),
-            )
-        )
-    return rows, max_attempt
+        yield _task_key(attempt), number, _generic_cell(attempt)
 
 
-def build_result_view(result: dict[str, Any]) -> ArenaResultView:
-    """All the views of one BattleResult."""
-    rows = _macro_rows(result.get("summary") or {})
-    attempts = result.get("attempts") if isinstance(result.get("attempts"), list) else []
-    grid, max_attempt = _grid(attempts)
-    counts = {name: 0 for name in OUTCOMES}
-    for attempt in attempts:
-        outcome = attempt.get("outcome") if isinstance(attempt, dict) else None
-        if isinstance(outcome, str) and outcome in counts:
-            counts[outcome] += 1
+def generic_result_view(result: dict[str, Any]) -> ArenaResultView:
+    """The views of a result of unknown provenance, read tolerantly."""
+    raw_attempts = result.get("attempts")
+    attempts: list[Any] = raw_attempts if isinstance(raw_attempts, list) else []
     breakdown = result.get("failure_breakdown")
-    return ArenaResultView(
-        rows=rows,
-        grid=grid,
-        max_attempt=max_attempt,
-        chart_svg=pass_chart_svg(rows),
+    return _view(
+        _macro_rows(result.get("summary") or {}),
+        _generic_entries(attempts),
+        (a["outcome"] for a in attempts if isinstance(a, dict) and isinstance(a.get("outcome"), str)),
         failure_breakdown={str(k): v for k, v in breakdown.items()} if isinstance(breakdown, dict) else {},
-        outcome_counts=counts,
         status=str(result["status"]) if result.get("status") is not None else None,
         infrastructure_errors=result.get("infrastructure_errors"),
     )

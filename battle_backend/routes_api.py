@@ -3,12 +3,15 @@
 Every body is read through `body_limits` (a byte cap enforced while reading, bounded JSON) before a pydantic model
 sees it: ``max_request_bytes`` for everything but battle events, ``max_result_bytes`` for ``POST /battles/{id}``
 (whose event is then held to ``max_event_bytes`` or ``max_result_bytes`` by the service, once its kind is known).
+A result whose detail declares Arena's schema ("schema": "arena.battle-result/1") must match the backend's copy of
+docs/summary.schema.json: 422 naming the JSON path of the first problem otherwise; other results are taken as posted.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -21,6 +24,7 @@ from battle_backend.api_models import (
     BattleCreate,
     BattleEvent,
     LauncherCheck,
+    check_arena_result,
     validate_data,
 )
 from battle_backend.body_limits import read_json
@@ -30,7 +34,8 @@ from battle_backend.security import presented_token
 
 def backend(request: Request) -> BackendContext:
     """The app's context (set by the lifespan)."""
-    return request.app.state.backend  # type: ignore[no-any-return]
+    context: BackendContext = request.app.state.backend
+    return context
 
 
 async def _body(request: Request, model: type[BaseModel]) -> Any:
@@ -127,6 +132,11 @@ async def battle_item(request: Request) -> Response:
         request, settings, limit=settings.max_result_bytes, setting="max_result_bytes"
     )
     event: BattleEvent = validate_data(BattleEvent, posted)
+    if event.is_result and token is not None:
+        # An Arena result must match the published schema (422 naming the JSON path). Only for the holder of the
+        # battle's token (checked above; a result without one is refused by post_event anyway), and in a worker
+        # thread: the check walks the whole result.
+        await anyio.to_thread.run_sync(check_arena_result, event)
     await ctx.service.post_event(battle_id, event, posted, token)
     return Response(status_code=204)
 

@@ -7,27 +7,29 @@ Why it looks like this:
   read-modify-write of a JSON blob, so concurrent posters cannot overwrite each other (the AgentBeats backend can).
 - WAL with synchronous=NORMAL: each commit is in the WAL file before the call returns, so killing the process loses
   nothing committed (only an OS crash or power cut could drop the last commits).
+
+This module is the plumbing (threads, connections, transactions) and the public methods, each deciding whether its
+change may happen; rows become records in :mod:`battle_backend.sqlite_rows`, and the writes of the state transitions
+(event append, finish with ELO, unlock) are in :mod:`battle_backend.sqlite_transitions`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from battle_backend.body_limits import has_lone_surrogate, scrub_text
-from battle_backend.elo import INITIAL_RATING, Participant, outcome_for, resolve_winner
+from battle_backend import sqlite_transitions as transitions
+from battle_backend.elo import INITIAL_RATING
 from battle_backend.records import (
     OPEN_STATES,
     AgentRecord,
-    BattleHistoryEntry,
     BattleRecord,
     BattleState,
     EventRecord,
@@ -36,6 +38,14 @@ from battle_backend.records import (
     utc_now_iso,
 )
 from battle_backend.security import tokens_match
+from battle_backend.sqlite_rows import (
+    BATTLE_COLUMNS,
+    agent_record,
+    battle_record,
+    dumps,
+    events_after,
+    history_entries,
+)
 from battle_backend.sqlite_schema import migrate
 from battle_backend.store import (
     AgentDeleteOutcome,
@@ -48,25 +58,6 @@ from battle_backend.store import (
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_BATTLE_COLUMNS = (
-    "battle_id, green_agent_id, opponents, config, state, created_at, started_at, finished_at, deadline_at, "
-    "battle_timeout, result, error, backend_url, battle_token, last_seq"
-)
-
-
-def _dumps(value: Any) -> str:
-    """Compact JSON; the stored text is what every reader parses, so it must be sendable as it is.
-
-    The API and the service bound every value before it gets here; this is the last line: NaN/Infinity raise (they
-    could never be sent out again) and a lone surrogate, which SQLite cannot encode, is replaced by U+FFFD with a
-    warning instead of failing the transaction.
-    """
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    if has_lone_surrogate(text):
-        logger.warning("a lone surrogate reached the store; replaced by U+FFFD")
-        text = scrub_text(text)
-    return text
 
 
 class SQLiteStore:
@@ -154,80 +145,6 @@ class SQLiteStore:
                 conn.close()
             self._connections.clear()
 
-    # --- row conversion -----------------------------------------------------------------------------------
-    @staticmethod
-    def _history(conn: sqlite3.Connection, agent_ids: Iterable[str] | None) -> dict[str, list[BattleHistoryEntry]]:
-        if agent_ids is None:
-            rows = conn.execute("SELECT * FROM agent_battle_history ORDER BY rowid").fetchall()
-        else:
-            ids = list(agent_ids)
-            marks = ",".join("?" * len(ids))
-            rows = conn.execute(
-                f"SELECT * FROM agent_battle_history WHERE agent_id IN ({marks}) ORDER BY rowid", ids
-            ).fetchall()
-        out: dict[str, list[BattleHistoryEntry]] = {}
-        for row in rows:
-            out.setdefault(row["agent_id"], []).append(
-                BattleHistoryEntry(
-                    battle_id=row["battle_id"],
-                    result=row["result"],
-                    elo_change=row["elo_change"],
-                    final_rating=row["final_rating"],
-                    opponents=json.loads(row["opponents"]),
-                    green_agent_id=row["green_agent_id"],
-                    timestamp=row["timestamp"],
-                )
-            )
-        return out
-
-    @staticmethod
-    def _agent(row: sqlite3.Row, history: list[BattleHistoryEntry]) -> AgentRecord:
-        return AgentRecord(
-            agent_id=row["agent_id"],
-            register_info=json.loads(row["register_info"]),
-            agent_card=json.loads(row["agent_card"]),
-            status="locked" if row["locked_by"] else "unlocked",
-            ready=bool(row["ready"]),
-            elo_rating=row["elo_rating"],
-            created_at=row["created_at"],
-            history=history,
-        )
-
-    @staticmethod
-    def _battle(row: sqlite3.Row, events: list[EventRecord] | None = None) -> BattleRecord:
-        return BattleRecord(
-            battle_id=row["battle_id"],
-            green_agent_id=row["green_agent_id"],
-            opponents=json.loads(row["opponents"]),
-            config=json.loads(row["config"]),
-            state=BattleState(row["state"]),
-            created_at=row["created_at"],
-            last_seq=row["last_seq"],
-            started_at=row["started_at"],
-            finished_at=row["finished_at"],
-            deadline_at=row["deadline_at"],
-            battle_timeout=row["battle_timeout"],
-            result=json.loads(row["result"]) if row["result"] else None,
-            error=row["error"],
-            backend_url=row["backend_url"],
-            battle_token=row["battle_token"],
-            events=events or [],
-        )
-
-    @staticmethod
-    def _events(conn: sqlite3.Connection, battle_id: str, after_seq: int, limit: int | None) -> list[EventRecord]:
-        sql = "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = ? AND seq > ? ORDER BY seq"
-        params: list[Any] = [battle_id, after_seq]
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [
-            EventRecord(
-                battle_id=battle_id, seq=row["seq"], payload=json.loads(row["payload"]), received_at=row["received_at"]
-            )
-            for row in conn.execute(sql, params)
-        ]
-
     # --- agents -------------------------------------------------------------------------------------------
     async def create_agent(self, register_info: dict[str, Any], agent_card: dict[str, Any]) -> AgentRecord:
         """Store a new agent: unlocked, not ready, rated 1000 unless green."""
@@ -239,7 +156,7 @@ class SQLiteStore:
             conn.execute(
                 "INSERT INTO agents (agent_id, register_info, agent_card, locked_by, ready, elo_rating, created_at)"
                 " VALUES (?, ?, ?, NULL, 0, ?, ?)",
-                (agent_id, _dumps(register_info), _dumps(agent_card), rating, created_at),
+                (agent_id, dumps(register_info), dumps(agent_card), rating, created_at),
             )
 
         await self._write(fn)
@@ -260,7 +177,7 @@ class SQLiteStore:
             row = conn.execute("SELECT * FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
             if row is None:
                 return None
-            return self._agent(row, self._history(conn, [agent_id]).get(agent_id, []))
+            return agent_record(row, history_entries(conn, [agent_id]).get(agent_id, []))
 
         return await self._read(fn)
 
@@ -268,9 +185,9 @@ class SQLiteStore:
         """Every agent, oldest first."""
 
         def fn(conn: sqlite3.Connection) -> list[AgentRecord]:
-            history = self._history(conn, None)
+            history = history_entries(conn, None)
             rows = conn.execute("SELECT * FROM agents ORDER BY created_at, rowid").fetchall()
-            return [self._agent(row, history.get(row["agent_id"], [])) for row in rows]
+            return [agent_record(row, history.get(row["agent_id"], [])) for row in rows]
 
         return await self._read(fn)
 
@@ -310,7 +227,7 @@ class SQLiteStore:
             conn.execute(
                 "INSERT INTO battles (battle_id, green_agent_id, opponents, config, state, created_at, backend_url)"
                 " VALUES (?, ?, ?, ?, 'queued', ?, ?)",
-                (battle_id, green_agent_id, _dumps(opponents), _dumps(config), created_at, backend_url),
+                (battle_id, green_agent_id, dumps(opponents), dumps(config), created_at, backend_url),
             )
 
         await self._write(fn)
@@ -329,11 +246,11 @@ class SQLiteStore:
         """One battle (events included unless asked not to)."""
 
         def fn(conn: sqlite3.Connection) -> BattleRecord | None:
-            row = conn.execute(f"SELECT {_BATTLE_COLUMNS} FROM battles WHERE battle_id = ?", (battle_id,)).fetchone()
+            row = conn.execute(f"SELECT {BATTLE_COLUMNS} FROM battles WHERE battle_id = ?", (battle_id,)).fetchone()
             if row is None:
                 return None
-            events = self._events(conn, battle_id, 0, None) if include_events else None
-            return self._battle(row, events)
+            events = events_after(conn, battle_id, 0, None) if include_events else None
+            return battle_record(row, events)
 
         return await self._read(fn)
 
@@ -341,9 +258,9 @@ class SQLiteStore:
         """Every battle, oldest first."""
 
         def fn(conn: sqlite3.Connection) -> list[BattleRecord]:
-            rows = conn.execute(f"SELECT {_BATTLE_COLUMNS} FROM battles ORDER BY rowid").fetchall()
+            rows = conn.execute(f"SELECT {BATTLE_COLUMNS} FROM battles ORDER BY rowid").fetchall()
             return [
-                self._battle(row, self._events(conn, row["battle_id"], 0, None) if include_events else None)
+                battle_record(row, events_after(conn, row["battle_id"], 0, None) if include_events else None)
                 for row in rows
             ]
 
@@ -360,95 +277,9 @@ class SQLiteStore:
 
     async def list_events(self, battle_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[EventRecord]:
         """Events after a sequence number (the SSE stream resumes with this)."""
-        return await self._read(lambda conn: self._events(conn, battle_id, after_seq, limit))
+        return await self._read(lambda conn: events_after(conn, battle_id, after_seq, limit))
 
     # --- transitions (all on the writer thread, one transaction each) -----------------------------------
-    @staticmethod
-    def _append(conn: sqlite3.Connection, battle_id: str, last_seq: int, payload: dict[str, Any]) -> EventRecord:
-        seq = last_seq + 1
-        received_at = utc_now_iso()
-        conn.execute("UPDATE battles SET last_seq = ? WHERE battle_id = ?", (seq, battle_id))
-        conn.execute(
-            "INSERT INTO battle_events (battle_id, seq, payload, received_at) VALUES (?, ?, ?, ?)",
-            (battle_id, seq, _dumps(payload), received_at),
-        )
-        return EventRecord(battle_id=battle_id, seq=seq, payload=payload, received_at=received_at)
-
-    @staticmethod
-    def _battle_row(conn: sqlite3.Connection, battle_id: str) -> sqlite3.Row | None:
-        return conn.execute(
-            "SELECT battle_id, green_agent_id, opponents, state, battle_token, last_seq"
-            " FROM battles WHERE battle_id = ?",
-            (battle_id,),
-        ).fetchone()
-
-    @staticmethod
-    def _participant_ids(row: sqlite3.Row) -> list[str]:
-        opponents = json.loads(row["opponents"])
-        ids = [row["green_agent_id"], *[str(op["agent_id"]) for op in opponents]]
-        return list(dict.fromkeys(ids))
-
-    def _record_outcomes(
-        self,
-        conn: sqlite3.Connection,
-        row: sqlite3.Row,
-        outcome: Callable[[str], tuple[str, int]],
-    ) -> None:
-        """Write each participant's history entry and rating change, and release the locks this battle holds."""
-        battle_id = row["battle_id"]
-        opponents = json.loads(row["opponents"])
-        opponent_ids = [str(op["agent_id"]) for op in opponents]
-        now = utc_now_iso()
-        for agent_id in self._participant_ids(row):
-            agent = conn.execute(
-                "SELECT register_info, elo_rating FROM agents WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            if agent is None:
-                continue
-            is_green = bool(json.loads(agent["register_info"]).get("is_green"))
-            result, change = outcome(agent_id)
-            rating = agent["elo_rating"]
-            if not is_green and rating is not None:
-                rating += change
-            else:
-                rating = None
-            conn.execute(
-                "UPDATE agents SET elo_rating = ? WHERE agent_id = ? AND elo_rating IS NOT NULL", (rating, agent_id)
-            )
-            conn.execute(
-                "INSERT OR IGNORE INTO agent_battle_history"
-                " (agent_id, battle_id, result, elo_change, final_rating, opponents, green_agent_id, timestamp)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (agent_id, battle_id, result, change, rating, _dumps(opponent_ids), row["green_agent_id"], now),
-            )
-        conn.execute("UPDATE agents SET locked_by = NULL, ready = 0 WHERE locked_by = ?", (battle_id,))
-
-    def _finish(self, conn: sqlite3.Connection, row: sqlite3.Row, finish: FinishSpec) -> None:
-        """Finish inside the caller's transaction: result, ELO, history, unlock."""
-        participants: list[Participant] = []
-        for agent_id in self._participant_ids(row):
-            agent = conn.execute(
-                "SELECT register_info, agent_card FROM agents WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            if agent is None:
-                continue
-            info = json.loads(agent["register_info"])
-            card = json.loads(agent["agent_card"])
-            participants.append(
-                Participant(
-                    agent_id=agent_id,
-                    alias=info.get("alias"),
-                    card_name=card.get("name"),
-                    is_green=bool(info.get("is_green")),
-                )
-            )
-        winner_id = resolve_winner(finish.winner, row["green_agent_id"], json.loads(row["opponents"]), participants)
-        self._record_outcomes(conn, row, lambda agent_id: outcome_for(agent_id, finish.winner, winner_id))
-        conn.execute(
-            "UPDATE battles SET state = 'finished', result = ?, finished_at = ? WHERE battle_id = ?",
-            (_dumps(finish.result_body()), utc_now_iso(), row["battle_id"]),
-        )
-
     async def append_event(
         self,
         battle_id: str,
@@ -461,7 +292,7 @@ class SQLiteStore:
         """One event, one row, one transaction (finishing the battle too when ``finish`` is given)."""
 
         def fn(conn: sqlite3.Connection) -> EventRecord:
-            row = self._battle_row(conn, battle_id)
+            row = transitions.battle_row(conn, battle_id)
             if row is None:
                 raise BattleNotFound(battle_id)
             if presented_token is not None:
@@ -472,9 +303,9 @@ class SQLiteStore:
             state = BattleState(row["state"])
             if state.is_terminal:
                 raise BattleClosed(battle_id, state)
-            record = self._append(conn, battle_id, row["last_seq"], payload)
+            record = transitions.append_event(conn, battle_id, row["last_seq"], payload)
             if finish is not None:
-                self._finish(conn, row, finish)
+                transitions.finish(conn, row, finish)
             return record
 
         return await self._write(fn)
@@ -483,10 +314,10 @@ class SQLiteStore:
         """queued -> running with every participant locked, or an outcome saying why not."""
 
         def fn(conn: sqlite3.Connection) -> StartOutcome:
-            row = self._battle_row(conn, battle_id)
+            row = transitions.battle_row(conn, battle_id)
             if row is None or row["state"] != BattleState.QUEUED.value:
                 return StartOutcome.NOT_QUEUED
-            ids = self._participant_ids(row)
+            ids = transitions.participant_ids(row)
             marks = ",".join("?" * len(ids))
             agents = conn.execute(f"SELECT agent_id, locked_by FROM agents WHERE agent_id IN ({marks})", ids).fetchall()
             if len(agents) != len(ids):
@@ -498,8 +329,8 @@ class SQLiteStore:
                 "UPDATE battles SET state = 'running', started_at = ?, battle_token = ? WHERE battle_id = ?",
                 (utc_now_iso(), battle_token, battle_id),
             )
-            record = self._append(conn, battle_id, row["last_seq"], system_event("Battle started"))
-            self._append(conn, battle_id, record.seq, system_event("Agents locked", {"agent_ids": ids}))
+            record = transitions.append_event(conn, battle_id, row["last_seq"], system_event("Battle started"))
+            transitions.append_event(conn, battle_id, record.seq, system_event("Agents locked", {"agent_ids": ids}))
             return StartOutcome.STARTED
 
         return await self._write(fn)
@@ -522,11 +353,11 @@ class SQLiteStore:
         """-> error, atomically with the system event, error history and unlock."""
 
         def fn(conn: sqlite3.Connection) -> bool:
-            row = self._battle_row(conn, battle_id)
+            row = transitions.battle_row(conn, battle_id)
             if row is None or BattleState(row["state"]) not in from_states:
                 return False
-            self._append(conn, battle_id, row["last_seq"], system_event(f"Battle error: {reason}"))
-            self._record_outcomes(conn, row, lambda _agent_id: ("error", 0))
+            transitions.append_event(conn, battle_id, row["last_seq"], system_event(f"Battle error: {reason}"))
+            transitions.record_outcomes(conn, row, lambda _agent_id: ("error", 0))
             conn.execute(
                 "UPDATE battles SET state = 'error', error = ?, finished_at = ? WHERE battle_id = ?",
                 (reason, utc_now_iso(), battle_id),
@@ -546,11 +377,11 @@ class SQLiteStore:
         """-> finished without a posted result (the timeout draw)."""
 
         def fn(conn: sqlite3.Connection) -> bool:
-            row = self._battle_row(conn, battle_id)
+            row = transitions.battle_row(conn, battle_id)
             if row is None or BattleState(row["state"]) not in from_states:
                 return False
-            self._append(conn, battle_id, row["last_seq"], event)
-            self._finish(conn, row, finish)
+            transitions.append_event(conn, battle_id, row["last_seq"], event)
+            transitions.finish(conn, row, finish)
             return True
 
         return await self._write(fn)
@@ -559,9 +390,9 @@ class SQLiteStore:
         """Append unless the battle is gone or terminal."""
 
         def fn(conn: sqlite3.Connection) -> EventRecord | None:
-            row = self._battle_row(conn, battle_id)
+            row = transitions.battle_row(conn, battle_id)
             if row is None or BattleState(row["state"]).is_terminal:
                 return None
-            return self._append(conn, battle_id, row["last_seq"], event)
+            return transitions.append_event(conn, battle_id, row["last_seq"], event)
 
         return await self._write(fn)

@@ -39,11 +39,6 @@ class GoldAction:
         value: dict[str, Any] = json.loads(self.arguments_json)
         return value
 
-    @property
-    def is_write(self) -> bool:
-        """True when the tool changes the database."""
-        return self.tool_type == "write"
-
 
 @dataclass(frozen=True)
 class GoldTask:
@@ -74,7 +69,8 @@ def _tool_types(domain: str) -> Mapping[str, str]:
     types: dict[str, str] = {}
     for value in vars(module).values():
         if inspect.isclass(value) and issubclass(value, ToolKitBase) and value.__module__ == module.__name__:
-            kit = value(None)
+            toolkit: Any = value  # tau2 is untyped
+            kit = toolkit(None)
             for tool_name in kit.tools:
                 types[tool_name] = kit.tool_type(tool_name).value
     return MappingProxyType(types)

@@ -17,8 +17,8 @@ model answers with text; the green agent only ever receives ``respond`` actions.
 ``max_tool_calls_per_turn`` calls (a runaway model ends the attempt with the agent's own failure report).
 
 Memory is per A2A context id, isolated and bounded (LRU). 429/5xx/connection errors are retried with exponential
-backoff; when retries run out the turn is answered with a failed A2A Task (the agent reports its own failure).
-The API key is read from a named environment variable and never logged or echoed.
+backoff (:mod:`white_agent.model_retry`); when retries run out the turn is answered with a failed A2A Task (the
+agent reports its own failure). The API key is read from a named environment variable and never logged or echoed.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.errors import WhiteAgentConfigError
+from white_agent.model_retry import call_with_retries
 from white_agent.protocol import (
     GreenTurn,
     McpConnector,
@@ -93,34 +94,14 @@ class Conversation:
     mcp_tools_loaded: bool = False
 
 
-def _is_retryable(error: Exception) -> bool:
-    if isinstance(error, openai.APIConnectionError):  # includes timeouts
-        return True
-    if isinstance(error, openai.APIStatusError):
-        return error.status_code == 429 or error.status_code >= 500
-    return False
-
-
-def _retry_after_s(error: Exception) -> float | None:
-    """The server's Retry-After hint in seconds, when it sent a usable one."""
-    response = getattr(error, "response", None)
-    if response is None:
-        return None
-    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = response.headers.get(header)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            continue
-    return None
-
-
-def _describe(error: Exception) -> str:
+def _describe(error: BaseException) -> str:
     """Class and HTTP status only: provider messages can echo parts of credentials."""
     status = getattr(error, "status_code", None)
     return f"{type(error).__name__}" + (f" (HTTP {status})" if status else "")
+
+
+def _log_retry(error: BaseException, retry: int, delay_s: float) -> None:
+    logger.info("model call failed (%s), retry %d in %.2fs", _describe(error), retry, delay_s)
 
 
 class _LazyMcpSession:
@@ -335,21 +316,18 @@ class LlmAgent:
         }
         if conversation.tools:
             kwargs["tools"] = conversation.tools
-        attempt = 0
-        while True:
-            try:
-                completion = await self._client.chat.completions.create(**kwargs)
-                return completion.choices[0].message
-            except (openai.APIStatusError, openai.APIConnectionError) as error:
-                if not _is_retryable(error) or attempt >= self._settings.max_retries:
-                    raise
-                delay = min(self._settings.retry_max_delay_s, self._settings.retry_base_delay_s * (2**attempt))
-                hint = _retry_after_s(error)
-                if hint is not None:
-                    delay = min(self._settings.retry_max_delay_s, max(delay, hint))
-                logger.info("model call failed (%s), retry %d in %.2fs", _describe(error), attempt + 1, delay)
-                attempt += 1
-                await asyncio.sleep(delay)
+
+        async def call() -> Any:
+            completion = await self._client.chat.completions.create(**kwargs)
+            return completion.choices[0].message
+
+        return await call_with_retries(
+            call,
+            max_retries=self._settings.max_retries,
+            base_delay_s=self._settings.retry_base_delay_s,
+            max_delay_s=self._settings.retry_max_delay_s,
+            on_retry=_log_retry,
+        )
 
     def _answer(self, conversation: Conversation, message: Any) -> AgentReply:
         tool_calls = list(message.tool_calls or [])

@@ -3,7 +3,9 @@
 - :mod:`.config` the battle's settings; :mod:`.battle` runs every attempt with bounded concurrency and summarises;
   :mod:`.attempt` one attempt (white agent, simulated user, environment, scorer) and its blame;
   :mod:`.attribution` the rules that turn an early stop or a tau2 score into a failure category and author.
-- :mod:`.white_client` the A2A channel to the agent under test (byte-capped replies);
+- :mod:`.channels` what an attempt needs from the agent under test, the user and the scorer (Protocols, so tests
+  can drive one attempt with fakes); :mod:`.white_client` the A2A channel to the agent under test and
+  :mod:`.capped_transport` its byte-capped replies;
   :mod:`.turn_protocol` parses its replies into actions.
 - :mod:`.tau` the tau2-bench adapter (tasks, sandboxed environments, users, scoring workers).
 - :mod:`.results`, :mod:`.events`, :mod:`.report` the battle as data, as live events and as markdown.

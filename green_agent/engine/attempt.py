@@ -4,6 +4,12 @@ The loop (agent turn -> parse action -> tool call on the environment or message 
 mirrors tau2's orchestrator, but the agent is remote and everything that can fail is attributed to whoever failed:
 the white agent (counted in pass^k) or the user simulator / environment / harness (infrastructure errors, excluded
 from n and reported). The attempt never raises for any of these: it always returns an :class:`AttemptResult`.
+
+The loop tracks whom it is waiting on at every moment (the environment while it is built, the simulated user for its
+turns, the white agent for its replies and for the tool calls it asked for, the harness for its own set-up); the
+rules that turn an exception or the attempt deadline into a category and a fault author are in
+:mod:`green_agent.engine.attribution`. The white agent's channel and the user factory are parameters
+(:class:`AttemptDeps`, :mod:`green_agent.engine.channels`), so tests drive every rule with scripted parties.
 """
 
 from __future__ import annotations
@@ -17,38 +23,43 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import httpx
-
-from green_agent.engine.attribution import EarlyStop, classify_scored, failure_from_stop
+from green_agent.engine.attribution import (
+    EarlyStop,
+    StoppedOnPurpose,
+    classify_scored,
+    failure_from_stop,
+    max_steps_stop,
+    scoring_failed,
+    stop_for_error,
+)
+from green_agent.engine.channels import Scorer, UserFactory, WhiteChannel, WhiteChannels
 from green_agent.engine.config import BattleConfig
 from green_agent.engine.events import utc_now
-from green_agent.engine.results import AttemptResult, FailureCategory, FaultAuthor, RewardBreakdown
+from green_agent.engine.results import (
+    AttemptResult,
+    FailureCategory,
+    FaultAuthor,
+    RewardBreakdown,
+    TerminationReason,
+)
 from green_agent.engine.tau.environment import AttemptEnvironment
-from green_agent.engine.tau.sandbox import SandboxFactory, ToolFault
-from green_agent.engine.tau.scoring import ScoringError, ScoringPool
+from green_agent.engine.tau.sandbox import SandboxFactory
+from green_agent.engine.tau.scoring import ScoringError
 from green_agent.engine.tau.tasks import TaskRef
-from green_agent.engine.tau.users import SimulatedUser, UserSimulatorError, make_user
+from green_agent.engine.tau.users import SimulatedUser
 from green_agent.engine.turn_protocol import (
-    ActionParseError,
     build_first_data,
     build_first_message,
     parse_action,
     tool_result_message,
     user_message,
 )
-from green_agent.engine.white_client import (
-    WhiteAgentClient,
-    WhiteAgentCommunicationError,
-    WhiteAgentReplyTooLarge,
-    WhiteAgentReportedFailure,
-    WhiteAgentTimeout,
-    WhiteReply,
-)
+from green_agent.engine.white_client import WhiteReply
 from green_agent.text_safety import json_line
 
 log = logging.getLogger(__name__)
 
-SCORED_TERMINATIONS = frozenset({"user_stop", "agent_stop"})
+SCORED_TERMINATIONS = frozenset({TerminationReason.USER_STOP, TerminationReason.AGENT_STOP})
 """tau2 gives reward 0 to any other termination, so only these are sent to the evaluator."""
 
 
@@ -85,11 +96,18 @@ class ToolGateway(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class AttemptDeps:
-    """What an attempt borrows from its battle. Nothing here holds per-attempt state."""
+    """What an attempt borrows from its battle. Nothing here holds per-attempt state.
+
+    The parties the attempt talks to are parameters (green_agent/engine/channels.py): the battle passes the A2A
+    channel and ``make_user``; tests pass scripted ones and check whom every failure is blamed on.
+    """
 
     config: BattleConfig
-    scoring: ScoringPool
-    http: httpx.AsyncClient
+    scoring: Scorer
+    white_channels: WhiteChannels
+    """Opens the attempt's channel to the white agent (the battle: ``a2a_channels`` over its HTTP pool)."""
+    user_factory: UserFactory
+    """Makes the attempt's simulated user (the battle: ``make_user``)."""
     user_api_key: str | None
     trajectories_dir: Path | None
     tool_gateway: ToolGateway | None = None
@@ -98,7 +116,7 @@ class AttemptDeps:
 
 
 class _Phase:
-    """Who was being waited on, so an attempt deadline is blamed on the right party."""
+    """Who is being waited on, and for what: an attempt deadline or an unexpected error is blamed on that party."""
 
     def __init__(self) -> None:
         self.author = FaultAuthor.HARNESS
@@ -130,67 +148,80 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     user: SimulatedUser | None = None
     steps = 0
     stop: EarlyStop | None = None
-    termination = ""
+    termination = TerminationReason.USER_STOP
     cfg = deps.config
 
-    async def play() -> str:
+    async def play() -> TerminationReason:
         nonlocal env, user
         phase.set(FaultAuthor.ENVIRONMENT, "building the tau2 environment")
         env = await AttemptEnvironment.create(spec.ref, sandboxes=deps.sandboxes, tool_timeout_s=cfg.tool_timeout_s)
-        user = make_user(spec.ref, cfg.user_simulator, env, api_key=deps.user_api_key)
+        phase.set(FaultAuthor.HARNESS, "creating the simulated user")
+        user = deps.user_factory(spec.ref, cfg.user_simulator, env, api_key=deps.user_api_key)
         if cfg.tool_mode == "text":
             return await converse(env, user, None)
+        phase.set(FaultAuthor.HARNESS, "opening the attempt's MCP tool endpoint")
         if deps.tool_gateway is None:
             raise RuntimeError("tool_mode 'mcp' needs the green agent's MCP component, which is not installed")
         async with deps.tool_gateway.open(env, f"{spec.battle_id}/{spec.ref.key}/{spec.attempt}") as endpoint:
             return await converse(env, user, endpoint)
 
-    async def converse(env: AttemptEnvironment, user: SimulatedUser, endpoint: ToolEndpoint | None) -> str:
-        nonlocal steps
+    async def converse(
+        env: AttemptEnvironment, user: SimulatedUser, endpoint: ToolEndpoint | None
+    ) -> TerminationReason:
         phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user's opening")
         opening = await user.opening()
         env.record_user_text(opening.text)
         if opening.stop:
-            return "user_stop"
+            return TerminationReason.USER_STOP
         described = endpoint.describe() if endpoint is not None else None
         text = build_first_message(env.policy, env.tools, opening.text, mcp=described)
-        data: dict[str, Any] | None = build_first_data(env.policy, env.tools, mcp=described)
+        data: dict[str, Any] = build_first_data(env.policy, env.tools, mcp=described)
         metadata: dict[str, Any] | None = {"mcp": described} if described else None
         if cfg.calibration:
-            metadata = {**(metadata or {}), "arena": calibration_metadata(spec)}
-            data = {**data, "arena": metadata["arena"]}
-        async with WhiteAgentClient(
-            spec.white_agent_url, httpx_client=deps.http, turn_timeout_s=cfg.turn_timeout_s
-        ) as white:
-            while True:
-                # Steps are the agent's actions: A2A replies, and in tool_mode "mcp" also its MCP tool calls.
-                if max(steps, env.steps) >= cfg.max_steps:
-                    raise _Stopped(max_steps_stop(cfg.max_steps))
-                phase.set(FaultAuthor.WHITE_AGENT, f"waiting for the white agent (step {steps + 1})")
-                reply = await white.send(context_id=context_id, text=text, data=data, metadata=metadata)
-                data, metadata = None, None
-                steps += 1
-                if env.fault is not None:  # tool_mode "mcp": one of the agent's MCP calls this turn was killed
-                    raise env.fault
-                if env.steps >= cfg.max_steps:  # tool_mode "mcp": the agent's MCP calls this turn used the budget
-                    raise _Stopped(max_steps_stop(cfg.max_steps))
-                phase.set(FaultAuthor.WHITE_AGENT, f"reading the white agent's reply (step {steps})")
-                action = await _parse_reply(reply)
-                if action.name == "respond":
-                    content = str(action.arguments.get("content", ""))
-                    env.record_assistant_text(content)
-                    phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user")
-                    turn = await user.reply(content)
-                    env.record_user_text(turn.text)
-                    if turn.stop:
-                        return "user_stop"
-                    text = user_message(turn.text)
-                else:
-                    # A tool call's cost is decided by the agent's arguments: a deadline hit here is the agent's.
-                    phase.set(FaultAuthor.WHITE_AGENT, f"running the agent's tool call {action.name[:80]}")
-                    arguments = _whole_numbers(action.arguments) if action.source == "data" else action.arguments
-                    outcome = await env.call_tool(action.name, arguments)
-                    text = tool_result_message(outcome.content)
+            arena = calibration_metadata(spec)
+            metadata, data = {**(metadata or {}), "arena": arena}, {**data, "arena": arena}
+        phase.set(FaultAuthor.WHITE_AGENT, "opening the channel to the white agent")
+        async with deps.white_channels(spec.white_agent_url, turn_timeout_s=cfg.turn_timeout_s) as white:
+            return await turns(env, user, white, text, data, metadata)
+
+    async def turns(
+        env: AttemptEnvironment,
+        user: SimulatedUser,
+        white: WhiteChannel,
+        text: str,
+        data: dict[str, Any] | None,
+        metadata: dict[str, Any] | None,
+    ) -> TerminationReason:
+        nonlocal steps
+        while True:
+            # Steps are the agent's actions: A2A replies, and in tool_mode "mcp" also its MCP tool calls.
+            if max(steps, env.steps) >= cfg.max_steps:
+                raise StoppedOnPurpose(max_steps_stop(cfg.max_steps))
+            phase.set(FaultAuthor.WHITE_AGENT, f"waiting for the white agent (step {steps + 1})")
+            reply = await white.send(context_id=context_id, text=text, data=data, metadata=metadata)
+            data, metadata = None, None
+            steps += 1
+            if env.fault is not None:  # tool_mode "mcp": one of the agent's MCP calls this turn was killed
+                raise env.fault
+            if env.steps >= cfg.max_steps:  # tool_mode "mcp": the agent's MCP calls this turn used the budget
+                raise StoppedOnPurpose(max_steps_stop(cfg.max_steps))
+            phase.set(FaultAuthor.WHITE_AGENT, f"reading the white agent's reply (step {steps})")
+            action = await _parse_reply(reply)
+            if action.name == "respond":
+                content = str(action.arguments.get("content", ""))
+                env.record_assistant_text(content)
+                phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user")
+                turn = await user.reply(content)
+                env.record_user_text(turn.text)
+                if turn.stop:
+                    return TerminationReason.USER_STOP
+                text = user_message(turn.text)
+            else:
+                # A tool call's cost is decided by the agent's arguments: a deadline hit here is the agent's.
+                phase.set(FaultAuthor.WHITE_AGENT, f"running the agent's tool call {action.name[:80]}")
+                arguments = _whole_numbers(action.arguments) if action.source == "data" else action.arguments
+                outcome = await env.call_tool(action.name, arguments)
+                text = tool_result_message(outcome.content)
 
     deadline = asyncio.timeout(cfg.attempt_timeout_s)
     try:
@@ -199,7 +230,14 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     except asyncio.CancelledError:
         raise
     except Exception as error:
-        stop = _stop_for(error, phase=phase, deadline_expired=deadline.expired(), config=cfg, steps=steps)
+        stop = stop_for_error(
+            error,
+            waiting_on=phase.author,
+            doing=phase.what,
+            deadline_expired=deadline.expired(),
+            config=cfg,
+            steps=steps,
+        )
         if stop.category is FailureCategory.HARNESS_ERROR:
             log.error("attempt %s/%s: %s", spec.ref.key, spec.attempt, stop.detail, exc_info=error)
     finally:
@@ -228,11 +266,7 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
                 else (RewardBreakdown(reward=0.0, raw={"note": f"termination {termination} is not scored by tau2"}))
             )
         except ScoringError as error:
-            result.failure = failure_from_stop(
-                EarlyStop(
-                    FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, f"tau2 evaluator failed: {error}", termination
-                )
-            )
+            result.failure = failure_from_stop(scoring_failed(error, termination))
             result.outcome = "infra_error"
         else:
             result.breakdown = breakdown
@@ -245,7 +279,7 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     return result
 
 
-def _new_result(spec: AttemptSpec, *, context_id: str, steps: int, termination: str) -> AttemptResult:
+def _new_result(spec: AttemptSpec, *, context_id: str, steps: int, termination: TerminationReason) -> AttemptResult:
     """An attempt's result before its outcome is known (a failure until proven otherwise)."""
     return AttemptResult(
         battle_id=spec.battle_id,
@@ -263,22 +297,13 @@ def _new_result(spec: AttemptSpec, *, context_id: str, steps: int, termination: 
 
 def harness_failure(spec: AttemptSpec, detail: str) -> AttemptResult:
     """The result of an attempt whose loop itself failed (a harness bug): an infrastructure error, not the agent's."""
-    result = _new_result(spec, context_id="", steps=0, termination="too_many_errors")
+    termination = TerminationReason.TOO_MANY_ERRORS
+    result = _new_result(spec, context_id="", steps=0, termination=termination)
     result.outcome = "infra_error"
     result.failure = failure_from_stop(
-        EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, detail, "too_many_errors")
+        EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, detail, termination)
     )
     return result
-
-
-def max_steps_stop(max_steps: int) -> EarlyStop:
-    """The agent used its step budget without ending the conversation."""
-    return EarlyStop(
-        FailureCategory.TIMEOUT,
-        FaultAuthor.WHITE_AGENT,
-        f"max_steps ({max_steps}) reached without ending the conversation",
-        "max_steps",
-    )
 
 
 PARSE_OFF_LOOP_CHARS = 32 * 1024
@@ -309,80 +334,6 @@ def _whole_numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [_whole_numbers(item) for item in value]
     return value
-
-
-def _stop_for(
-    error: Exception, *, phase: _Phase, deadline_expired: bool, config: BattleConfig, steps: int
-) -> EarlyStop:
-    """Attribute an exception that ended the attempt to the party that caused it."""
-    if isinstance(error, _Stopped):
-        return error.stop
-    if isinstance(error, WhiteAgentTimeout):
-        return EarlyStop(
-            FailureCategory.TIMEOUT,
-            FaultAuthor.WHITE_AGENT,
-            f"turn time limit ({config.turn_timeout_s:g} s) exceeded at step {steps + 1}: {error}",
-            "agent_error",
-        )
-    if isinstance(error, WhiteAgentCommunicationError):
-        return EarlyStop(FailureCategory.COMMUNICATION_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
-    if isinstance(error, WhiteAgentReportedFailure):
-        return EarlyStop(FailureCategory.WHITE_AGENT_ERROR, FaultAuthor.WHITE_AGENT, str(error), "agent_error")
-    if isinstance(error, WhiteAgentReplyTooLarge):
-        return EarlyStop(
-            FailureCategory.FORMAT_ERROR,
-            FaultAuthor.WHITE_AGENT,
-            f"reply at step {steps + 1} refused: {error}",
-            "agent_error",
-        )
-    if isinstance(error, ActionParseError):
-        return EarlyStop(
-            FailureCategory.FORMAT_ERROR,
-            FaultAuthor.WHITE_AGENT,
-            f"reply at step {steps} is not an action: {error}",
-            "agent_error",
-        )
-    if isinstance(error, ToolFault):
-        return _tool_fault_stop(error)
-    if isinstance(error, UserSimulatorError):
-        return EarlyStop(FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR, str(error), "user_error")
-    if isinstance(error, TimeoutError) and deadline_expired:
-        # The attempt deadline: blame whoever we were waiting on (a slow user simulator is not the agent's fault).
-        category = {
-            FaultAuthor.WHITE_AGENT: FailureCategory.TIMEOUT,
-            FaultAuthor.USER_SIMULATOR: FailureCategory.USER_SIMULATOR_ERROR,
-        }.get(phase.author, FailureCategory.HARNESS_ERROR)
-        return EarlyStop(
-            category,
-            phase.author,
-            f"attempt time limit ({config.attempt_timeout_s:g} s) hit while {phase.what}",
-            "max_steps",
-        )
-    author = FaultAuthor.HARNESS if phase.author is FaultAuthor.WHITE_AGENT else phase.author
-    return EarlyStop(
-        FailureCategory.HARNESS_ERROR, author, f"{type(error).__name__} while {phase.what}: {error}", "too_many_errors"
-    )
-
-
-def _tool_fault_stop(fault: ToolFault) -> EarlyStop:
-    """A killed, crashed or exhausted tool call: the fault of whoever made the call (agent or simulated user)."""
-    if fault.requestor == "user":
-        return EarlyStop(
-            FailureCategory.USER_SIMULATOR_ERROR,
-            FaultAuthor.USER_SIMULATOR,
-            f"the simulated user's {fault.detail}",
-            "user_error",
-        )
-    category = FailureCategory.TIMEOUT if fault.kind == "timeout" else FailureCategory.WHITE_AGENT_ERROR
-    return EarlyStop(category, FaultAuthor.WHITE_AGENT, f"the agent's {fault.detail}", "agent_error")
-
-
-class _Stopped(Exception):
-    """Internal: the loop ended the attempt on purpose (e.g. max_steps)."""
-
-    def __init__(self, stop: EarlyStop) -> None:
-        super().__init__(stop.detail)
-        self.stop = stop
 
 
 MAX_TRAJECTORY_LINE_CHARS = 256 * 1024

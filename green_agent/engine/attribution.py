@@ -2,21 +2,45 @@
 
 Why a module of its own: the category decides whether an attempt counts against the agent at all. Blaming the
 agent for the harness's or the user simulator's fault is the worst mistake a reliability harness can make, so the
-rules live in one place, are pure, and are tested case by case.
+rules live in one place, are pure, and are tested case by case (tests/engine drives one attempt into every rule).
 
-Rules, in order:
-1. Something the attempt loop observed ends the attempt early (an :class:`EarlyStop`): its category/author are final.
-2. Otherwise the attempt was scored by tau2: reward within 1e-6 of 1 is a success.
-3. A failed score is explained by the reward breakdown: database wrong -> ``task_incomplete``; database right but
+Rules for an attempt the loop ended early (:func:`stop_for_error`, in order):
+1. The loop stopped on purpose: max_steps reached -> ``timeout`` / white_agent (termination ``max_steps``).
+2. The white agent's channel failed: per-turn time limit -> ``timeout``; connection, HTTP or JSON-RPC error ->
+   ``communication_error``; a Task it failed -> ``white_agent_error``; a reply over the byte cap or a reply that is
+   not one action -> ``format_error``. All white_agent (termination ``agent_error``).
+3. A tool call was killed, crashed or exhausted its sandbox: the fault of whoever made the call (the agent:
+   ``timeout`` for a time limit, else ``white_agent_error``; the simulated user: ``user_simulator_error``).
+4. The simulated user failed (:class:`UserSimulatorError`) -> ``user_simulator_error`` / user_simulator.
+5. The attempt deadline fired -> the party being waited on is blamed (termination ``deadline``): the white agent ->
+   ``timeout``; the user simulator -> ``user_simulator_error``; the environment or the harness -> ``harness_error``.
+6. Anything else is a ``harness_error`` (termination ``too_many_errors``) of the party being waited on, except that
+   an unexpected exception while waiting on the white agent is the harness's own (the white-agent channel classifies
+   every failure of the agent into rule 2, so what escapes it is a bug on our side).
+
+Rules for a scored attempt (:func:`classify_scored`):
+1. Reward within 1e-6 of 1 is a success.
+2. A failed score is explained by the reward breakdown: database wrong -> ``task_incomplete``; database right but
    required information not told -> ``missing_outputs`` (none told) / ``incomplete_outputs`` (some told); failed
    actions or environment assertions -> ``task_incomplete``; anything else -> ``unknown_failure``.
+3. tau2's evaluator failing is a ``harness_error`` / harness (:func:`scoring_failed`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from green_agent.engine.results import Failure, FailureCategory, FaultAuthor, RewardBreakdown
+from green_agent.engine.config import BattleConfig
+from green_agent.engine.results import Failure, FailureCategory, FaultAuthor, RewardBreakdown, TerminationReason
+from green_agent.engine.tau.sandbox import ToolFault
+from green_agent.engine.tau.users.base import UserSimulatorError
+from green_agent.engine.turn_protocol import ActionParseError
+from green_agent.engine.white_client import (
+    WhiteAgentCommunicationError,
+    WhiteAgentReplyTooLarge,
+    WhiteAgentReportedFailure,
+    WhiteAgentTimeout,
+)
 
 SUCCESS_TOLERANCE = 1e-6
 """tau2's trial success rule: |reward - 1| <= 1e-6."""
@@ -29,12 +53,114 @@ class EarlyStop:
     category: FailureCategory
     fault_author: FaultAuthor
     detail: str
-    termination_reason: str
+    termination_reason: TerminationReason
+
+
+class StoppedOnPurpose(Exception):
+    """Raised inside the attempt loop to end the attempt with a decided :class:`EarlyStop` (e.g. max_steps)."""
+
+    def __init__(self, stop: EarlyStop) -> None:
+        super().__init__(stop.detail)
+        self.stop = stop
+
+
+DEADLINE_CATEGORY: dict[FaultAuthor, FailureCategory] = {
+    FaultAuthor.WHITE_AGENT: FailureCategory.TIMEOUT,
+    FaultAuthor.USER_SIMULATOR: FailureCategory.USER_SIMULATOR_ERROR,
+    FaultAuthor.ENVIRONMENT: FailureCategory.HARNESS_ERROR,
+    FaultAuthor.HARNESS: FailureCategory.HARNESS_ERROR,
+}
+"""The category of an attempt deadline, by the party being waited on when it fired."""
 
 
 def is_success(reward: float) -> bool:
     """tau2's rule for a successful trial."""
     return abs(reward - 1.0) <= SUCCESS_TOLERANCE
+
+
+def max_steps_stop(max_steps: int) -> EarlyStop:
+    """The agent used its step budget without ending the conversation."""
+    return EarlyStop(
+        FailureCategory.TIMEOUT,
+        FaultAuthor.WHITE_AGENT,
+        f"max_steps ({max_steps}) reached without ending the conversation",
+        TerminationReason.MAX_STEPS,
+    )
+
+
+def deadline_stop(waiting_on: FaultAuthor, doing: str, attempt_timeout_s: float) -> EarlyStop:
+    """The attempt deadline fired while ``waiting_on`` was ``doing`` something: that party is blamed."""
+    return EarlyStop(
+        DEADLINE_CATEGORY[waiting_on],
+        waiting_on,
+        f"attempt time limit ({attempt_timeout_s:g} s) hit while {doing}",
+        TerminationReason.DEADLINE,
+    )
+
+
+def tool_fault_stop(fault: ToolFault) -> EarlyStop:
+    """A killed, crashed or exhausted tool call: the fault of whoever made the call (agent or simulated user)."""
+    if fault.requestor == "user":
+        return EarlyStop(
+            FailureCategory.USER_SIMULATOR_ERROR,
+            FaultAuthor.USER_SIMULATOR,
+            f"the simulated user's {fault.detail}",
+            TerminationReason.USER_ERROR,
+        )
+    category = FailureCategory.TIMEOUT if fault.kind == "timeout" else FailureCategory.WHITE_AGENT_ERROR
+    return EarlyStop(category, FaultAuthor.WHITE_AGENT, f"the agent's {fault.detail}", TerminationReason.AGENT_ERROR)
+
+
+def stop_for_error(
+    error: Exception,
+    *,
+    waiting_on: FaultAuthor,
+    doing: str,
+    deadline_expired: bool,
+    config: BattleConfig,
+    steps: int,
+) -> EarlyStop:
+    """Attribute an exception that ended an attempt (rules 1-6 of the module docstring).
+
+    ``waiting_on`` / ``doing``: who the loop was waiting on and for what when ``error`` arrived; ``steps``: the
+    agent's replies so far.
+    """
+    agent_error = TerminationReason.AGENT_ERROR
+    if isinstance(error, StoppedOnPurpose):
+        return error.stop
+    if isinstance(error, WhiteAgentTimeout):
+        detail = f"turn time limit ({config.turn_timeout_s:g} s) exceeded at step {steps + 1}: {error}"
+        return EarlyStop(FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT, detail, agent_error)
+    if isinstance(error, WhiteAgentCommunicationError):
+        return EarlyStop(FailureCategory.COMMUNICATION_ERROR, FaultAuthor.WHITE_AGENT, str(error), agent_error)
+    if isinstance(error, WhiteAgentReportedFailure):
+        return EarlyStop(FailureCategory.WHITE_AGENT_ERROR, FaultAuthor.WHITE_AGENT, str(error), agent_error)
+    if isinstance(error, WhiteAgentReplyTooLarge):
+        detail = f"reply at step {steps + 1} refused: {error}"
+        return EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT, detail, agent_error)
+    if isinstance(error, ActionParseError):
+        detail = f"reply at step {steps} is not an action: {error}"
+        return EarlyStop(FailureCategory.FORMAT_ERROR, FaultAuthor.WHITE_AGENT, detail, agent_error)
+    if isinstance(error, ToolFault):
+        return tool_fault_stop(error)
+    if isinstance(error, UserSimulatorError):
+        return EarlyStop(
+            FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR, str(error), TerminationReason.USER_ERROR
+        )
+    if isinstance(error, TimeoutError) and deadline_expired:
+        return deadline_stop(waiting_on, doing, config.attempt_timeout_s)
+    author = FaultAuthor.HARNESS if waiting_on is FaultAuthor.WHITE_AGENT else waiting_on
+    return EarlyStop(
+        FailureCategory.HARNESS_ERROR,
+        author,
+        f"{type(error).__name__} while {doing}: {error}",
+        TerminationReason.TOO_MANY_ERRORS,
+    )
+
+
+def scoring_failed(error: Exception, termination: TerminationReason) -> EarlyStop:
+    """tau2's evaluator raised (or its worker died) on a finished conversation: the harness's fault."""
+    return EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, f"tau2 evaluator failed: {error}", termination)
 
 
 def classify_scored(breakdown: RewardBreakdown) -> Failure | None:

@@ -8,7 +8,6 @@ share no mutable state.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import Counter
@@ -20,15 +19,16 @@ import httpx
 
 from green_agent.engine.attempt import AttemptDeps, AttemptSpec, ToolGateway, harness_failure, run_attempt
 from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
+from green_agent.engine.capped_transport import capped_http_client
+from green_agent.engine.channels import a2a_channels
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.events import BattleEvent, EventSink, fan_out, utc_now
 from green_agent.engine.report import render_markdown, write_run_dir
-from green_agent.engine.results import AttemptResult, BattleResult
+from green_agent.engine.results import AttemptResult, BattleResult, ResultStatus
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.engine.tau.tasks import TaskRef, select_tasks
-from green_agent.engine.tau.users import check_user_config, user_api_key
-from green_agent.engine.white_client import capped_http_client
+from green_agent.engine.tau.users import check_user_config, make_user, user_api_key
 from green_agent.statistics import summarize_trials
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class Battle:
         return list(self._events)
 
     async def emit(self, type_: str, text: str, **data: Any) -> None:
-        event = BattleEvent(type=type_, text=text, data={"battle_id": self.battle_id, **data})  # type: ignore[arg-type]
+        event = BattleEvent(type=type_, text=text, data={"battle_id": self.battle_id, **data})
         async with self._lock:
             self._events.append(event)
             await fan_out(self._sinks, event)
@@ -145,7 +145,8 @@ class Battle:
         deps = AttemptDeps(
             config=cfg,
             scoring=self._scoring,
-            http=http,
+            white_channels=a2a_channels(http),
+            user_factory=make_user,
             user_api_key=user_api_key(cfg.user_simulator),
             trajectories_dir=self.run_dir / "trajectories" if self.run_dir else None,
             tool_gateway=self._tool_gateway,
@@ -206,7 +207,7 @@ class Battle:
             await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
             raise
         attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
-        status = "cancelled" if self._cancel_requested else "completed"
+        status: ResultStatus = "cancelled" if self._cancel_requested else "completed"
         if status == "cancelled":
             await self.emit(
                 "battle_cancelled",
@@ -223,7 +224,7 @@ class Battle:
         await self.emit(
             "battle_finished",
             markdown,
-            summary=result.summary.get("macro", []),
+            summary=[row.model_dump(mode="json") for row in result.summary.macro],
             failure_breakdown=result.failure_breakdown,
             infrastructure_errors=result.infrastructure_errors,
         )
@@ -244,13 +245,13 @@ class Battle:
         return BattleResult(
             battle_id=self.battle_id,
             white_agent_url=self.white_agent_url,
-            config=json.loads(self.config.model_dump_json()),
+            config=self.config,
             calibration=self.config.calibration,
             started_at=started_at,
             finished_at=utc_now(),
             duration_s=round(seconds, 3),
             attempts=attempts,
-            summary=summary.model_dump(mode="json"),
+            summary=summary,
             failure_breakdown=dict(sorted(failures.items())),
             infrastructure_errors=sum(1 for a in attempts if a.outcome == "infra_error"),
         )

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 KNOWN_DOMAINS: tuple[str, ...] = ("retail", "airline", "telecom", "mock")
 """tau2 domains the harness can drive (``mock`` has no splits)."""
@@ -23,6 +23,9 @@ MAX_K = 64
 OPERATOR_ONLY_USER_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "model")
 """User-simulator fields only the operator sets (flags, environment, local scenario): a remote request naming an
 endpoint or an environment variable could make the green agent send one of its secrets to anyone."""
+
+RENAMED_FIELDS: dict[str, str] = {"task_id": "task_index", "num_battles": "num_tasks"}
+"""Battle-config fields under their seed names (still accepted on input) -> the names they have now (and output)."""
 
 
 class ConfigError(ValueError):
@@ -52,19 +55,23 @@ class UserSimulatorConfig(StrictModel):
 
 
 class BattleConfig(StrictModel):
-    """The ``[pass_k_config]`` table (seed field names kept) plus the harness's extensions.
+    """The ``[pass_k_config]`` table plus the harness's extensions.
 
     mode:
-      ``manual``  the task(s) named by ``task_id`` (0-based index into ``split``) of ``domain``;
-      ``random``  ``num_battles`` distinct tasks sampled without replacement (seeded) across the domains;
+      ``manual``  the task(s) named by ``task_index`` (0-based index into ``split``) of ``domain``;
+      ``random``  ``num_tasks`` distinct tasks sampled without replacement (seeded) across the domains;
       ``all``     every task of the split of each domain (calibration sweeps, benchmarks).
+
+    The seed's names of two fields are accepted on input (:data:`RENAMED_FIELDS`): ``task_id`` for ``task_index``
+    (it is an index, not tau2's task id) and ``num_battles`` for ``num_tasks`` (it counts tasks, not battles).
+    Output (``model_dump``, summary.json's ``config``, remote configs) uses the new names.
     """
 
     mode: Literal["manual", "random", "all"] = "manual"
     k: int = Field(default=4, le=MAX_K)
     domain: str | list[str] = "retail"
-    task_id: int | list[int] = 0
-    num_battles: int = Field(default=1, ge=1)
+    task_index: int | list[int] = Field(default=0, validation_alias=AliasChoices("task_index", "task_id"))
+    num_tasks: int = Field(default=1, ge=1, validation_alias=AliasChoices("num_tasks", "num_battles"))
     split: str = "test"
     seed: int = Field(default=0, ge=0)
     max_steps: int = Field(default=30, ge=1, le=1000)
@@ -102,15 +109,24 @@ class BattleConfig(StrictModel):
             raise ValueError("domain lists a domain twice")
         return domain
 
-    @field_validator("task_id")
+    @model_validator(mode="before")
     @classmethod
-    def _task_ids_non_negative(cls, task_id: int | list[int]) -> int | list[int]:
-        ids = [task_id] if isinstance(task_id, int) else task_id
-        if not ids:
-            raise ValueError("task_id must name at least one task index")
-        if any(i < 0 for i in ids):
-            raise ValueError("task_id is a 0-based index and must be >= 0")
-        return task_id
+    def _one_name_per_field(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in RENAMED_FIELDS.items():
+                if old in data and new in data:
+                    raise ValueError(f"{new} and {old} (its old name) are both given; keep {new}")
+        return data
+
+    @field_validator("task_index")
+    @classmethod
+    def _task_indices_non_negative(cls, task_index: int | list[int]) -> int | list[int]:
+        indices = [task_index] if isinstance(task_index, int) else task_index
+        if not indices:
+            raise ValueError("task_index (task_id) must name at least one task index")
+        if any(i < 0 for i in indices):
+            raise ValueError("task_index (task_id) is a 0-based index and must be >= 0")
+        return task_index
 
     @model_validator(mode="after")
     def _manual_single_domain(self) -> BattleConfig:
@@ -123,7 +139,7 @@ class BattleConfig(StrictModel):
         if self.mode == "manual":
             return len(self.task_indices) * self.k
         if self.mode == "random":
-            return self.num_battles * self.k
+            return self.num_tasks * self.k
         return None
 
     @property
@@ -134,7 +150,7 @@ class BattleConfig(StrictModel):
     @property
     def task_indices(self) -> list[int]:
         """The manual-mode task index/indices as a list."""
-        return [self.task_id] if isinstance(self.task_id, int) else list(self.task_id)
+        return [self.task_index] if isinstance(self.task_index, int) else list(self.task_index)
 
 
 def format_validation_error(error: ValidationError, *, prefix: str = "") -> str:
@@ -187,6 +203,9 @@ def parse_remote_battle_config(
         flat = {**inner, **({"user_simulator": user} if user is not None else {})}
     user = flat.get("user_simulator")
     base = default.model_dump()
+    for old, new in RENAMED_FIELDS.items():
+        if old in flat:  # the remote value, under its old name, replaces the default
+            base.pop(new)
     if user is not None:
         if not isinstance(user, dict):
             raise ConfigError("user_simulator: expected a JSON object")

@@ -2,6 +2,11 @@
 directory, and the AgentBeats winner.
 
 Nothing here computes a statistic of its own: per-task and macro numbers come from ``green_agent.statistics``.
+
+:func:`render_markdown` is the one source of a battle's markdown: summary.md, the A2A "Result" artifact's text, the
+backend result's ``markdown_content`` and what ``arena run`` prints are all its output (the battle keeps it as
+``Battle.markdown``). The battle backend's result table and chart are HTML views it draws from the same
+BattleResult JSON (battle_backend/result_views.py), not a second markdown.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from green_agent.engine.results import AttemptResult, BattleResult
-from green_agent.statistics import first_k_all_pass, has_success_streak
+from green_agent.statistics import MacroStat, first_k_all_pass, has_success_streak
 from green_agent.text_safety import clean_json, clean_text
 
 WIN_THRESHOLD = 0.5
@@ -34,23 +39,20 @@ def _by_task(result: BattleResult) -> dict[str, list[AttemptResult]]:
     return {key: sorted(items, key=lambda a: a.attempt) for key, items in groups.items()}
 
 
-def macro_rows(result: BattleResult) -> list[dict[str, Any]]:
+def macro_rows(result: BattleResult) -> list[MacroStat]:
     """Per j: pass^j and pass@j macro means with 95% intervals and coverage, from the stored summary."""
-    return list(result.summary.get("macro", []))
+    return list(result.summary.macro)
 
 
 def macro_pass_hat(result: BattleResult, j: int) -> float | None:
     """The macro pass^j point estimate, or None when no task had j trials."""
-    for row in macro_rows(result):
-        if row.get("j") == j:
-            return row.get("pass_hat_mean")
-    return None
+    row = next((row for row in result.summary.macro if row.j == j), None)
+    return row.pass_hat_mean if row is not None else None
 
 
 def winner_for(result: BattleResult, white_name: str) -> str:
     """AgentBeats needs a winner: the white agent when macro pass^k >= WIN_THRESHOLD, else the green agent."""
-    k = int(result.config.get("k", 0))
-    value = macro_pass_hat(result, k)
+    value = macro_pass_hat(result, result.config.k)
     return white_name if value is not None and value >= WIN_THRESHOLD else "green_agent"
 
 
@@ -101,9 +103,8 @@ def _task_section(key: str, attempts: list[AttemptResult], k: int) -> list[str]:
 
 def render_markdown(result: BattleResult) -> str:
     """The battle summary as markdown: headline table across tasks, then the seed's per-task sections."""
-    k = int(result.config.get("k", 0))
+    k = result.config.k
     tasks = _by_task(result)
-    summary = result.summary
     title = "# Arena pass^k evaluation" + (" — CALIBRATION" if result.calibration else "")
     lines = [title, ""]
     if result.calibration:
@@ -117,12 +118,11 @@ def render_markdown(result: BattleResult) -> str:
         f"- tasks: {len(tasks)}; attempts: {len(result.attempts)} (k = {k}); wall time {result.duration_s:.1f} s",
         f"- infrastructure errors (excluded from n, not the agent's fault): {result.infrastructure_errors}",
     ]
-    micro = summary.get("micro") or {}
-    if micro:
-        lines.append(
-            f"- micro success rate (pooled over attempts): {_fmt(micro.get('rate'))} "
-            f"{_interval(micro.get('ci_low'), micro.get('ci_high'))} (Wilson 95%)"
-        )
+    micro = result.summary.micro
+    lines.append(
+        f"- micro success rate (pooled over attempts): {_fmt(micro.rate)} "
+        f"{_interval(micro.ci_low, micro.ci_high)} (Wilson 95%)"
+    )
     lines += [
         "",
         "## Across tasks (macro mean over tasks, task-level bootstrap 95% intervals)",
@@ -132,10 +132,9 @@ def render_markdown(result: BattleResult) -> str:
     ]
     for row in macro_rows(result):
         lines.append(
-            f"| {row.get('j')} | {_fmt(row.get('pass_hat_mean'))} | "
-            f"{_interval(row.get('pass_hat_ci_low'), row.get('pass_hat_ci_high'))} | {_fmt(row.get('pass_at_mean'))} | "
-            f"{_interval(row.get('pass_at_ci_low'), row.get('pass_at_ci_high'))} | "
-            f"{row.get('coverage')}/{row.get('total_tasks')} |"
+            f"| {row.j} | {_fmt(row.pass_hat_mean)} | {_interval(row.pass_hat_ci_low, row.pass_hat_ci_high)} | "
+            f"{_fmt(row.pass_at_mean)} | {_interval(row.pass_at_ci_low, row.pass_at_ci_high)} | "
+            f"{row.coverage}/{row.total_tasks} |"
         )
     lines += [
         "",

@@ -1,14 +1,34 @@
 """A battle's outputs as data: attempt results, failure taxonomy, the battle result.
 
 Markdown, the web page, CSV and charts are views of these models; nothing downstream re-derives an outcome.
+
+:class:`BattleResult` is what summary.json holds (``model_dump(mode="json")``), the data part of the A2A "Result"
+artifact and the ``detail`` of the result posted to a battle backend. It declares its shape with
+``"schema": "arena.battle-result/1"`` (:data:`RESULT_SCHEMA_ID`); :func:`result_json_schema` is the published JSON
+Schema of that shape (docs/summary.schema.json, printed by ``arena schema``; docs/results.md).
 """
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from green_agent.engine.config import BattleConfig
+from green_agent.statistics import TrialsSummary
+
+RESULT_SCHEMA_ID: Final = "arena.battle-result/1"
+"""The ``schema`` value of every BattleResult JSON: how readers (the battle backend, leaderboards) recognise an
+Arena result and which shape it has. Adding an optional key keeps it; removing, renaming or retyping a key, or
+adding a required one, makes it ``arena.battle-result/2``."""
+
+ResultSchemaId = Literal["arena.battle-result/1"]
+AttemptOutcome = Literal["success", "failure", "infra_error"]
+"""An attempt's outcome: ``infra_error`` attempts are not counted (not the agent's fault)."""
+ResultStatus = Literal["completed", "cancelled", "error"]
+"""How a battle ended: ``cancelled`` results summarise the attempts that finished before the cancel."""
 
 
 class FailureCategory(StrEnum):
@@ -76,6 +96,21 @@ class RewardBreakdown(BaseModel):
     raw: dict[str, Any] = Field(default_factory=dict)
 
 
+class TerminationReason(StrEnum):
+    """How an attempt's conversation ended: tau2's names (only ``user_stop`` / ``agent_stop`` are scored), plus
+    ``deadline`` (the attempt time limit fired; the failure names who was being waited on)."""
+
+    USER_STOP = "user_stop"
+    AGENT_STOP = "agent_stop"
+    MAX_STEPS = "max_steps"
+    """The agent used its step budget without ending the conversation."""
+    DEADLINE = "deadline"
+    AGENT_ERROR = "agent_error"
+    USER_ERROR = "user_error"
+    TOO_MANY_ERRORS = "too_many_errors"
+    """The harness, the environment or tau2 failed (an infrastructure error)."""
+
+
 class AttemptResult(BaseModel):
     """One (task, attempt): outcome, cost and why it failed."""
 
@@ -88,11 +123,11 @@ class AttemptResult(BaseModel):
     """1-based attempt number within the task."""
     context_id: str
     """The fresh A2A context id the green agent generated for this attempt."""
-    outcome: Literal["success", "failure", "infra_error"]
+    outcome: AttemptOutcome
     reward: float | None = None
     steps: int = 0
     duration_s: float = 0.0
-    termination_reason: str = ""
+    termination_reason: TerminationReason
     failure: Failure | None = None
     breakdown: RewardBreakdown | None = None
     trajectory_file: str | None = None
@@ -110,20 +145,65 @@ class AttemptResult(BaseModel):
         return f"{self.domain}/{self.split or '-'}/{self.task_index}"
 
 
-class BattleResult(BaseModel):
-    """The whole battle as data: the source of summary.json, summary.md and every other view."""
+def _require_schema_key(schema: dict[str, Any]) -> None:
+    schema["required"] = ["schema", *(name for name in schema.get("required", []) if name != "schema")]
 
+
+class BattleResult(BaseModel):
+    """The whole battle as data: the source of summary.json, summary.md and every other view.
+
+    ``schema`` is "arena.battle-result/1" (see docs/results.md); ``summary`` holds the per-task and macro pass^j /
+    pass@j with intervals and the micro success rate; ``config`` the battle's configuration as it ran."""
+
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True, json_schema_extra=_require_schema_key
+    )
+
+    schema_id: ResultSchemaId = Field(default=RESULT_SCHEMA_ID, alias="schema")
+    """Written first as ``"schema"``; a JSON written before the identifier existed reads as version 1."""
     battle_id: str
     white_agent_url: str
-    config: dict[str, Any]
+    config: BattleConfig
     calibration: bool = False
     started_at: str
     finished_at: str
     duration_s: float
     attempts: list[AttemptResult]
-    summary: dict[str, Any]
-    """``summarize_trials`` output (per task and macro pass^j / pass@j with intervals) as JSON."""
+    summary: TrialsSummary
+    """``summarize_trials`` over the attempts (infrastructure errors excluded from n)."""
     failure_breakdown: dict[str, int]
     infrastructure_errors: int
-    status: Literal["completed", "cancelled", "error"] = "completed"
+    status: ResultStatus = "completed"
     error: str | None = None
+
+
+def _open_content(node: Any) -> None:
+    """Drop ``additionalProperties: false`` everywhere (iteratively): the published schema lets readers of version 1
+    accept keys a later version 1 adds, so adding an optional key never needs a new identifier."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("additionalProperties") is False:
+                del item["additionalProperties"]
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def result_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a BattleResult as written: summary.json, the Result artifact's data, the
+    backend result's detail. Generated from the models; committed as docs/summary.schema.json."""
+    schema = BattleResult.model_json_schema(mode="serialization")
+    _open_content(schema)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$comment": f"{RESULT_SCHEMA_ID}: generated by `arena schema` from green_agent.engine.results.BattleResult; "
+        "do not edit by hand",
+        **schema,
+    }
+
+
+def result_json_schema_text() -> str:
+    """:func:`result_json_schema` as the exact text of docs/summary.schema.json (2-space indent, final newline)."""
+    return json.dumps(result_json_schema(), indent=2, ensure_ascii=False) + "\n"

@@ -27,7 +27,8 @@ Decisions (documented because they shape the failure breakdown):
 * ``metadata`` is sent both as the message's metadata and as the request's metadata: agents built on different
   SDK versions read one or the other.
 * When you pass your own ``httpx_client``, the a2a-sdk's ``ClientFactory`` sets its default ``A2A-Version``
-  header (``setdefault``; the 0.3 transport overrides it per request).
+  header (``setdefault``; the 0.3 transport overrides it per request). Reply bodies are capped by the transport of
+  :mod:`green_agent.engine.capped_transport`; a reply over the cap is :class:`WhiteAgentReplyTooLarge`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
@@ -67,7 +67,8 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from pydantic import BaseModel, ConfigDict, Field
 
-from green_agent.text_safety import clean_json, clean_json_escapes, clean_text
+from green_agent.engine.capped_transport import ReplyTooLarge, capped_http_client
+from green_agent.text_safety import clean_json, clean_text
 
 logger = logging.getLogger(__name__)
 _E = TypeVar("_E", bound=BaseException)
@@ -92,7 +93,8 @@ _SDK_OWN_ERRORS = ("Invalid", "HTTP", "SSE", "JSON Decode", "Failed", "Network",
 def state_name(state: int) -> str:
     """``TASK_STATE_INPUT_REQUIRED`` -> ``"input_required"`` (stable, readable, version independent)."""
     try:
-        return TaskState.Name(state).removeprefix("TASK_STATE_").lower()
+        name: str = TaskState.Name(state)
+        return name.removeprefix("TASK_STATE_").lower()
     except ValueError:
         return f"unknown_{state}"
 
@@ -164,76 +166,6 @@ class WhiteAgentReplyTooLarge(WhiteAgentError):
         self.max_bytes = max_bytes
 
 
-class ReplyTooLarge(httpx.TransportError):
-    """Raised by :class:`CappedTransport` while reading a response body past its cap (memory stays bounded)."""
-
-    def __init__(self, max_bytes: int, url: str) -> None:
-        super().__init__(f"the response from {url} is larger than {max_bytes} bytes")
-        self.max_bytes = max_bytes
-
-
-class _CappedStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, max_bytes: int, url: str) -> None:
-        self._inner = inner
-        self._max_bytes = max_bytes
-        self._url = url
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        # The whole (capped) body is collected, then handed on with JSON-escaped lone surrogates replaced: the
-        # SDK's protobuf conversion cannot hold them and would fail the exchange for one "\ud800" in a text.
-        chunks: list[bytes] = []
-        received = 0
-        async for chunk in self._inner:
-            received += len(chunk)
-            if received > self._max_bytes:
-                raise ReplyTooLarge(self._max_bytes, self._url)
-            chunks.append(chunk)
-        yield clean_json_escapes(b"".join(chunks))
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class CappedTransport(httpx.AsyncBaseTransport):
-    """An httpx transport that stops reading any response body at ``max_bytes`` (chunked or not).
-
-    Why at the transport: the a2a-sdk reads whole bodies itself, so this is the one place where an endless or huge
-    reply can be cut before it is buffered. A declared Content-Length above the cap is refused before reading.
-    """
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, *, max_bytes: int) -> None:
-        self._inner = inner
-        self.max_bytes = max_bytes
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        url = str(request.url)
-        declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await response.aclose()
-            raise ReplyTooLarge(self.max_bytes, url)
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        return httpx.Response(
-            status_code=response.status_code,
-            headers=response.headers,
-            stream=_CappedStream(response.stream, self.max_bytes, url),
-            extensions=response.extensions,
-            request=request,
-        )
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def capped_http_client(*, max_bytes: int, max_connections: int, timeout_s: float = 30.0) -> httpx.AsyncClient:
-    """An HTTP client for talking to white agents: bounded reply bodies, no proxies from the environment."""
-    # Idle connections are dropped after 1 s, well before common servers close them (uvicorn: 5 s): reusing a
-    # connection the server is closing fails the request with a bare ReadError, which would be blamed on the agent.
-    limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=1.0)
-    transport = CappedTransport(httpx.AsyncHTTPTransport(limits=limits), max_bytes=max_bytes)
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=transport)
-
-
 class WhiteAgentReportedFailure(WhiteAgentError):
     """The agent answered with a Task it put in a failure state (``failure: white_agent_error``)."""
 
@@ -256,11 +188,6 @@ def _cause_of_type(error: BaseException, kind: type[_E]) -> _E | None:
     return None
 
 
-def _httpx_cause(error: BaseException) -> httpx.HTTPError | None:
-    """The httpx exception an SDK exception wraps, if any (walks ``__cause__``/``__context__``)."""
-    return _cause_of_type(error, httpx.HTTPError)
-
-
 def _classify(error: Exception, *, url: str, timeout_s: float) -> WhiteAgentError:
     """Map any exception raised while sending a turn to one of our three classes."""
     if isinstance(error, WhiteAgentError):
@@ -281,7 +208,7 @@ def _classify(error: Exception, *, url: str, timeout_s: float) -> WhiteAgentErro
             kind="card",
             status_code=error.status_code,
         )
-    cause = _httpx_cause(error)
+    cause = _cause_of_type(error, httpx.HTTPError)  # the httpx exception an SDK exception wraps, if any
     if isinstance(error, (A2AClientTimeoutError, TimeoutError)) or isinstance(cause, httpx.TimeoutException):
         return WhiteAgentTimeout(f"no reply from {url} within the turn limit of {timeout_s:g} s", timeout_s=timeout_s)
     if isinstance(cause, httpx.HTTPStatusError):
@@ -410,21 +337,6 @@ class WhiteAgentClient:
         self._client: Client | None = None
         self._lock = asyncio.Lock()
         self._closed = False
-
-    @property
-    def url(self) -> str:
-        """The white agent's base URL (where its card is served)."""
-        return self._url
-
-    @property
-    def card(self) -> AgentCard | None:
-        """The agent card, once resolved."""
-        return self._card
-
-    @property
-    def turn_timeout_s(self) -> float:
-        """The per-turn time limit."""
-        return self._turn_timeout_s
 
     async def __aenter__(self) -> Self:
         if self._httpx is None:

@@ -34,7 +34,8 @@ from green_agent.evaluations.csv_suite import (
     CsvValidationError,
     parse_csv_suite,
 )
-from green_agent.evaluations.fairforge import RunConfig, RunError, RunLimits, run_agentic
+from green_agent.evaluations.fairforge import run_agentic
+from green_agent.evaluations.fairforge_request import RunConfig, RunError, RunLimits
 from green_agent.evaluations.judge import (
     Judge,
     JudgeInfo,

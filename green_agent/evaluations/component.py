@@ -49,10 +49,10 @@ from green_agent.engine.white_client import DEFAULT_MAX_REPLY_BYTES
 from green_agent.evaluations.connectors import ConnectorError, resolve_connector
 from green_agent.evaluations.csv_runner import CsvRunOptions, run_csv_suite
 from green_agent.evaluations.csv_suite import MAX_BYTES, MAX_CASES, CsvLimits, CsvValidationError, parse_csv_suite
-from green_agent.evaluations.fairforge import RunError, RunLimits, error_body, run_agentic
+from green_agent.evaluations.fairforge import run_agentic
+from green_agent.evaluations.fairforge_request import RunError, RunLimits, error_body
 from green_agent.evaluations.judge import Judge, JudgeCache, JudgeSettings, LexicalJudge, LlmJudge
 from green_agent.evaluations.safe_json import MAX_JSON_DEPTH, JsonRefused, loads_bounded, wire_safe
-from green_agent.service.running_battles import BattleRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +160,9 @@ class EvaluationsComponent:
     # -- Component protocol -------------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, registry: BattleRegistry) -> AsyncIterator[None]:
-        """Open the verdict cache (when configured) for the app's lifetime."""
+    async def lifespan(self, registry: object) -> AsyncIterator[None]:
+        """Open the verdict cache (when configured) for the app's lifetime (the battle registry is not needed here;
+        it is typed ``object`` because the evaluations import nothing of the service)."""
         path = self.settings.judge.cache_path
         if path is None:
             yield
@@ -173,7 +174,7 @@ class EvaluationsComponent:
             finally:
                 self._cache = None
 
-    def routes(self, registry: Callable[[], BattleRegistry]) -> list[BaseRoute]:
+    def routes(self, registry: Callable[[], object]) -> list[BaseRoute]:
         """The routes (the battle registry is not needed here)."""
         return [
             Route("/run", self.run, methods=["POST"]),

@@ -32,13 +32,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from green_agent.engine.white_client import (
-    DEFAULT_MAX_REPLY_BYTES,
-    WhiteAgentClient,
-    WhiteAgentError,
-    WhiteReply,
-    capped_http_client,
-)
+from green_agent.engine.capped_transport import capped_http_client
+from green_agent.engine.white_client import DEFAULT_MAX_REPLY_BYTES, WhiteAgentClient, WhiteAgentError, WhiteReply
 from green_agent.evaluations.csv_suite import CsvCase, CsvSuite
 from green_agent.evaluations.judge import Judge, JudgeOutcome
 from green_agent.evaluations.metrics import (

@@ -14,8 +14,9 @@ LLM judge behaviour:
   ``response_format`` with HTTP 400 is retried once in prompted mode;
 - answers are validated with pydantic; an invalid answer is asked again once with the validation error, then the item
   is unscored ("answer did not match the schema");
-- HTTP 429, 5xx, connection errors and timeouts are retried with exponential backoff (honouring Retry-After, capped);
-  other HTTP errors (401, 403, 404, other 400s) are not retried; either way the item ends unscored with the reason;
+- HTTP 429, 5xx, connection errors and timeouts are retried with exponential backoff (honouring Retry-After, capped),
+  from one budget for all the calls of an item (:class:`green_agent.llm_retry.RetryBudget`); other HTTP errors (401,
+  403, 404, other 400s) are not retried; either way the item ends unscored with the reason;
 - verdicts are cached in SQLite (:mod:`green_agent.evaluations.judge_cache`) unless the cache is off; only scored
   verdicts are stored;
 - the API key never appears in a reason (upstream error texts are redacted) or in a log line.
@@ -24,6 +25,7 @@ LLM judge behaviour:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -40,6 +42,7 @@ from green_agent.evaluations.connectors import ResolvedConnector, redact
 from green_agent.evaluations.judge_cache import JudgeCache, cache_key
 from green_agent.evaluations.lexical import LEXICAL_VERSION, RULES, LexicalUnsupported
 from green_agent.evaluations.prompts import JudgePrompt
+from green_agent.llm_retry import RetryBudget, is_transient
 from green_agent.text_safety import clean_json
 
 logger = logging.getLogger(__name__)
@@ -195,28 +198,6 @@ def extract_json_object(text: str) -> Any:
     raise ValueError("no JSON object in the answer")
 
 
-def _retry_after_s(error: Exception) -> float | None:
-    response = getattr(error, "response", None)
-    if response is None:
-        return None
-    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = response.headers.get(header)
-        if value:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-    return None
-
-
-def _is_transient(error: Exception) -> bool:
-    if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(error, openai.APIStatusError):
-        return error.status_code == 429 or error.status_code >= 500
-    return False
-
-
 def _describe_error(error: Exception) -> str:
     if isinstance(error, openai.APIStatusError):
         message = ""
@@ -240,8 +221,8 @@ def _mentions_response_format(error: openai.APIStatusError) -> bool:
 
 @dataclass
 class _Attempt:
-    attempts: int = 0
-    transient: int = 0
+    budget: RetryBudget
+    """Counts every call for the item (its ``calls`` are the outcome's attempts) and the transient retries spent."""
     invalid: int = 0
     structured: bool = True
     notes: list[str] = field(default_factory=list)
@@ -271,7 +252,7 @@ class LlmJudge:
         self._client = openai.AsyncOpenAI(
             api_key=connector.api_key.get_secret_value(),
             base_url=connector.base_url,
-            max_retries=0,  # our own retry loop: it knows which failures leave an item unscored
+            max_retries=0,  # RetryBudget retries: one budget per item, and it knows which failures leave it unscored
             timeout=self.retry.timeout_s,
             http_client=http_client,
         )
@@ -355,7 +336,7 @@ class LlmJudge:
             status="unscored",
             reason=redact(full, self.connector.api_key),
             judge=self._info(prompt, state.structured),
-            attempts=state.attempts,
+            attempts=state.budget.calls,
         )
 
     async def _call(self, prompt: JudgePrompt, messages: list[dict[str, str]], structured: bool) -> Any:
@@ -368,13 +349,19 @@ class LlmJudge:
         async with self._semaphore:
             return await self._client.chat.completions.create(
                 model=self.connector.model,
-                messages=messages,
+                messages=messages,  # type: ignore[arg-type]
                 temperature=0.0,
-                **kwargs,  # type: ignore[arg-type]
+                **kwargs,
             )
 
     async def _evaluate_one(self, prompt: JudgePrompt, inputs: dict[str, Any]) -> JudgeOutcome:
-        state = _Attempt(structured=self.use_structured_output)
+        budget = RetryBudget(
+            max_retries=self.retry.max_retries,
+            backoff_base_s=self.retry.backoff_base_s,
+            backoff_max_s=self.retry.backoff_max_s,
+            on_retry=self._log_retry,
+        )
+        state = _Attempt(budget=budget, structured=self.use_structured_output)
         correction: str | None = None
         while True:
             messages = [
@@ -383,27 +370,20 @@ class LlmJudge:
             ]
             if correction:
                 messages.append({"role": "user", "content": correction})
-            state.attempts += 1
             try:
-                response = await self._call(prompt, messages, state.structured)
+                response = await budget.call(functools.partial(self._call, prompt, messages, state.structured))
             except openai.APIStatusError as error:
-                if _is_transient(error) and state.transient < self.retry.max_retries:
-                    await self._backoff(state, error)
-                    continue
                 if error.status_code == 400 and state.structured and _mentions_response_format(error):
                     state.structured = False
                     state.notes.append("endpoint rejected structured output; used the prompted JSON fallback")
                     continue
-                verb = "unavailable" if _is_transient(error) else "rejected the request"
+                verb = "unavailable" if is_transient(error) else "rejected the request"
                 return self._unscored(
-                    prompt, state, f"judge {verb} after {state.attempts} attempt(s): {_describe_error(error)}"
+                    prompt, state, f"judge {verb} after {budget.calls} attempt(s): {_describe_error(error)}"
                 )
             except openai.APIConnectionError as error:
-                if state.transient < self.retry.max_retries:
-                    await self._backoff(state, error)
-                    continue
                 return self._unscored(
-                    prompt, state, f"judge unreachable after {state.attempts} attempt(s): {_describe_error(error)}"
+                    prompt, state, f"judge unreachable after {budget.calls} attempt(s): {_describe_error(error)}"
                 )
             except openai.OpenAIError as error:
                 return self._unscored(prompt, state, f"judge call failed: {_describe_error(error)}")
@@ -411,7 +391,7 @@ class LlmJudge:
             problem, answer = self._parse(prompt, response)
             if answer is not None:
                 return JudgeOutcome(
-                    status="scored", answer=answer, judge=self._info(prompt, state.structured), attempts=state.attempts
+                    status="scored", answer=answer, judge=self._info(prompt, state.structured), attempts=budget.calls
                 )
             state.invalid += 1
             if state.invalid >= self.retry.max_invalid_answers:
@@ -446,20 +426,14 @@ class LlmJudge:
             where = ".".join(str(p) for p in first["loc"]) or "(root)"
             return f"{where}: {first['msg']}", None
 
-    async def _backoff(self, state: _Attempt, error: Exception) -> None:
-        delay = min(self.retry.backoff_max_s, self.retry.backoff_base_s * (2**state.transient))
-        hinted = _retry_after_s(error)
-        if hinted is not None:
-            delay = min(self.retry.backoff_max_s, max(delay, hinted))
-        state.transient += 1
+    def _log_retry(self, error: Exception, retry: int, delay_s: float) -> None:
         logger.debug(
             "judge %s: %s; retry %d in %.2f s",
             self.name,
             redact(_describe_error(error), self.connector.api_key),
-            state.transient,
-            delay,
+            retry,
+            delay_s,
         )
-        await asyncio.sleep(delay)
 
 
 @dataclass

@@ -209,13 +209,3 @@ TOPIC_REFUSAL = JudgePrompt(
     ),
     answer_model=TopicRefusal,
 )
-
-ALL_PROMPTS: tuple[JudgePrompt, ...] = (
-    ANSWER_CORRECTNESS,
-    RESPONSE_FAITHFULNESS,
-    GOAL_INFERENCE,
-    GOAL_COMPARISON,
-    TOPIC_EXTRACTION,
-    TOPIC_CLASSIFICATION,
-    TOPIC_REFUSAL,
-)

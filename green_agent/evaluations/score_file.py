@@ -20,7 +20,8 @@ from pydantic import ValidationError
 
 from green_agent.evaluations.agent_metrics import AgentSample, MetricSpec, evaluate_samples
 from green_agent.evaluations.connectors import ConnectorError, resolve_connector
-from green_agent.evaluations.fairforge import RunError, run_agentic
+from green_agent.evaluations.fairforge import run_agentic
+from green_agent.evaluations.fairforge_request import RunError
 from green_agent.evaluations.judge import Judge, JudgeCache, JudgeSettings, LexicalJudge, LlmJudge
 
 DEFAULT_METRICS = ("agent_goal_accuracy", "tool_call_accuracy", "topic_adherence")

@@ -1,9 +1,9 @@
 """The green agent's A2A server: AgentBeats battles, assessment requests, and a clear answer to anything else.
 
 Accepted messages (text JSON, or the same object as a data part):
-1. AgentBeats ``battle_info`` and ``battle_start``: acknowledged at once with a Message; the battle runs in the
-   background and reports to the ``backend_url`` of ``green_battle_context``. A battle_start for a battle that is
-   already running is acknowledged and ignored.
+1. AgentBeats ``battle_info`` and ``battle_start`` (parsed by :mod:`green_agent.service.agentbeats`): acknowledged at
+   once with a Message; the battle runs in the background and reports to the ``backend_url`` of
+   ``green_battle_context``. A battle_start for a battle that is already running is acknowledged and ignored.
 2. An assessment request ``{"participants": {"white_agent": url}, "config": {...}}``: answered as an A2A Task whose
    status updates stream the battle's log and which ends with a "Result" artifact (markdown + BattleResult JSON).
 3. Anything else: a Message listing the accepted formats.
@@ -46,11 +46,18 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from green_agent.body_limits import BodyLimitMiddleware, json_shape_problem
-from green_agent.engine.battle_ids import BattleIdError, new_battle_id, validate_battle_id
+from green_agent.engine.battle_ids import new_battle_id, validate_battle_id
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.events import BattleEvent
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.service.agentbeats import (
+    AgentBeatsMessageError,
+    ResultReason,
+    parse_battle_info,
+    parse_battle_start,
+    refusal_reason,
+)
 from green_agent.service.operator_auth import OperatorAuthMiddleware, OperatorToken
 from green_agent.service.running_battles import BackendTarget, BattleRegistry, ServiceLimits
 
@@ -61,7 +68,7 @@ ACCEPTED_FORMATS = """This is the Arena green agent (tau-bench reliability asses
    {"type": "battle_start", "battle_id": ..., "green_battle_context": {"backend_url": ..., "task_config": ...},
    "opponent_infos": [{"name": ..., "agent_url": ...}]}
 2. an assessment request: {"participants": {"white_agent": "<A2A URL of the agent under test>"},
-   "config": {"mode": "manual", "k": 4, "domain": "retail", "task_id": 5, ...}}
+   "config": {"mode": "manual", "k": 4, "domain": "retail", "task_index": 5, ...}}
    answered as a Task that streams progress and ends with a "Result" artifact (markdown + JSON).
 Both as JSON text (or a JSON data part)."""
 
@@ -125,7 +132,7 @@ class OperatorContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
-class OperatorRequestHandler(DefaultRequestHandler):  # type: ignore[misc,valid-type]
+class OperatorRequestHandler(DefaultRequestHandler):
     """The SDK's request handler, with task reads, lists, cancels and subscriptions reserved to the operator.
 
     A caller without the token gets "task not found" for every id (never a list of what exists), so the agent
@@ -190,8 +197,8 @@ class OperatorRequestHandler(DefaultRequestHandler):  # type: ignore[misc,valid-
 
 def _require_operator_for_existing_task(params: Any, context: ServerCallContext) -> None:
     """Only the operator may add a message to an existing task (e.g. inject text into a running assessment)."""
-    message = getattr(params, "message", None)
-    if message is not None and getattr(message, "task_id", "") and not is_operator(context):
+    message: Any = getattr(params, "message", None)
+    if message is not None and getattr(message, "task_id", None) and not is_operator(context):
         raise TaskNotFoundError("task not found (continuing a task needs the green agent's operator token)")
 
 
@@ -211,7 +218,8 @@ class GreenAgentExecutor(AgentExecutor):
         kind = payload.get("type") if payload else None
         if kind == "battle_info" and payload is not None:
             # Acknowledged only: nothing is stored, so a flood of battle_info messages costs no memory.
-            await event_queue.enqueue_event(_reply(f"battle_info received for battle {_shown_id(payload)}", context))
+            info = parse_battle_info(payload)
+            await event_queue.enqueue_event(_reply(f"battle_info received for battle {info.shown_id}", context))
         elif kind == "battle_start" and payload is not None:
             await event_queue.enqueue_event(_reply(self._start_agentbeats_battle(payload), context))
         elif payload is not None and "participants" in payload:
@@ -236,56 +244,29 @@ class GreenAgentExecutor(AgentExecutor):
     def _start_agentbeats_battle(self, payload: dict[str, Any]) -> str:
         """Start the battle in the background and answer at once (the backend's stream ends with our Message)."""
         try:
-            battle_id = validate_battle_id(payload.get("battle_id"))
-        except BattleIdError as error:
+            start = parse_battle_start(payload)
+        except AgentBeatsMessageError as error:
             return f"battle_start refused: {error}"
+        battle_id = start.battle_id
         existing = self.registry.get(battle_id)
         if existing is not None:
             return f"battle {battle_id} is already {existing.state}; battle_start ignored"
-        green_context = payload.get("green_battle_context") or {}
-        if not isinstance(green_context, dict):
-            return "battle_start refused: green_battle_context: expected a JSON object"
-        backend_url = green_context.get("backend_url") or payload.get("backend_url")
-        opponents = payload.get("opponent_infos") or []
-        first = opponents[0] if isinstance(opponents, list) and opponents and isinstance(opponents[0], dict) else {}
-        red = payload.get("red_battle_contexts")
-        white_url = first.get("agent_url") or (next(iter(red), None) if isinstance(red, dict) else None)
-        token = green_context.get("battle_token") or payload.get("battle_token")
         backend = (
-            BackendTarget(
-                url=backend_url,
-                token=token if isinstance(token, str) else None,
-                white_name=str(first.get("name") or "white_agent"),
-            )
-            if isinstance(backend_url, str) and backend_url
+            BackendTarget(url=start.report_url, token=start.token, white_name=start.white_name)
+            if start.report_url
             else None
         )
         try:
-            if not isinstance(white_url, str) or not white_url:
-                raise ConfigError("opponent_infos: no white agent URL in battle_start")
+            white_url = start.white_url()
             # AgentBeats sends the registered task_config; our backend also passes the battle's own config.
-            config = self._config_from(green_context.get("config") or green_context.get("task_config"))
+            overrides = start.config_overrides()
+            config = self.registry.default_config if overrides is None else self.registry.remote_config(overrides)
             record = self.registry.start(battle_id, white_url, config, backend=backend)
         except ConfigError as error:
             if backend is not None:
-                self.registry.report_refusal(battle_id, backend, str(error))
+                self.registry.report_refusal(battle_id, backend, error)
             return f"battle {battle_id} refused: {error}"
         return f"battle {battle_id} accepted: {record.battle.config.k} attempts per task against {white_url}"
-
-    def _config_from(self, task_config: Any) -> BattleConfig:
-        """AgentBeats task_config: a dict or a JSON string overriding this server's default config; empty = default."""
-        if isinstance(task_config, str):  # AgentBeats 1.2.6 sends f"Task description: {registered task_config}"
-            task_config = task_config.strip().removeprefix("Task description:").strip()
-        if task_config in (None, "", {}):
-            return self.registry.default_config
-        if isinstance(task_config, str):
-            try:
-                task_config = json.loads(task_config)
-            except ValueError:
-                raise ConfigError("task_config: not a JSON object") from None
-        if not isinstance(task_config, dict):
-            raise ConfigError("task_config: expected a JSON object")
-        return self.registry.remote_config(task_config)
 
     # -- assessment request ------------------------------------------------------------------------------------
 
@@ -317,7 +298,8 @@ class GreenAgentExecutor(AgentExecutor):
                 battle_id, white_url, config, sinks=[stream], backend=backend, a2a_task_id=task.id
             )
         except ConfigError as error:
-            await updater.failed(status(f"configuration error: {error}", {"error": str(error)}))
+            refusal = {"error": str(error), "reason": refusal_reason(error).value}
+            await updater.failed(status(f"configuration error: {error}", refusal))
             return
         assert record.task is not None
         try:
@@ -328,7 +310,8 @@ class GreenAgentExecutor(AgentExecutor):
                 return
             raise
         except Exception:
-            await updater.failed(status(f"battle failed in the harness: {record.error}", {"error": record.error}))
+            failure = {"error": record.error, "reason": ResultReason.HARNESS_ERROR.value}
+            await updater.failed(status(f"battle failed in the harness: {record.error}", failure))
             return
         markdown = record.battle.markdown or ""
         await updater.add_artifact(
@@ -338,14 +321,6 @@ class GreenAgentExecutor(AgentExecutor):
             await updater.cancel(status(f"battle {battle_id} was cancelled: partial summary in the Result artifact"))
             return
         await updater.complete(status(markdown.splitlines()[0] if markdown else "done"))
-
-
-def _shown_id(payload: dict[str, Any]) -> str:
-    """A battle id for an acknowledgement: the id if it is valid, else a neutral word (never echo junk back)."""
-    try:
-        return validate_battle_id(payload.get("battle_id"))
-    except BattleIdError:
-        return "(invalid id)"
 
 
 def _assessment_request(payload: dict[str, Any], registry: BattleRegistry) -> tuple[str, BattleConfig]:

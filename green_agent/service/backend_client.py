@@ -3,7 +3,7 @@
 Why it looks like this: the reference green agent posted progress synchronously from its event loop, so a slow or
 dead backend stalled every attempt. Here :meth:`BackendReporter.progress` and :meth:`BackendReporter.result` only
 enqueue and return; one background task posts the events **in the order they were reported** (AgentBeats shows
-``interact_history`` in arrival order), retrying each with exponential backoff before moving on.
+``interact_history`` in arrival order), retrying each with exponential backoff (tenacity) before moving on.
 
 Delivery rules (``POST {backend_url}/battles/{battle_id}``):
 
@@ -42,6 +42,7 @@ from typing import Any, Literal, Self
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,19 @@ class _Queued:
 
 
 _STOP = object()
+
+
+class _Retryable(Exception):
+    """A failed post worth another try: a transport error, or HTTP 5xx, 408 or 429."""
+
+    def __init__(
+        self, reason: str, attempt: int, *, status_code: int | None = None, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.attempt = attempt
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
 
 
 def _retry_after_s(response: httpx.Response) -> float | None:
@@ -159,11 +173,6 @@ class BackendReporter:
     def delivered_count(self) -> int:
         """How many events the backend accepted so far."""
         return self._delivered
-
-    @property
-    def pending_count(self) -> int:
-        """Events queued or in flight."""
-        return self._queue.qsize() + (1 if self._inflight is not None else 0)
 
     def progress(
         self,
@@ -299,48 +308,69 @@ class BackendReporter:
                 self._queue.task_done()
 
     async def _deliver(self, item: _Queued) -> None:
+        """Post ``item`` until it is delivered, refused, or the attempts run out (then it is recorded as failed)."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(_Retryable),
+            stop=stop_after_attempt(self._retry.max_attempts),
+            wait=self._delay_s,
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    await self._post(item, attempt.retry_state.attempt_number)
+        except _Retryable as last:
+            self._fail(item, f"gave up after {last.attempt} attempts: {last.reason}", last.status_code, last.attempt)
+
+    async def _post(self, item: _Queued, attempt: int) -> None:
+        """One POST: returns when delivered or refused for good; raises :class:`_Retryable` when worth another try."""
         assert self._httpx is not None
-        policy = self._retry
-        attempt = 0
-        while True:
-            attempt += 1
-            self._inflight_attempts = attempt
-            retry_after: float | None = None
-            status: int | None = None
-            try:
-                response = await self._httpx.post(
-                    self._endpoint, json=item.payload, headers=self._headers, timeout=self._request_timeout_s
-                )
-            except httpx.HTTPError as error:
-                reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    self._delivered += 1
-                    if item.is_result:
-                        self._result_status = "delivered"
-                    return
-                body = response.text[:200]
-                if status == 400 and item.is_result:
-                    earlier = " (an earlier attempt may have got through)" if attempt > 1 else ""
-                    self._fail(item, f"battle already finished: HTTP 400{earlier}: {body}", status, attempt)
-                    return
-                reason = f"HTTP {status}: {body}"
-                if not (status >= 500 or status in (408, 429)):
-                    self._fail(item, reason, status, attempt)
-                    return
-                retry_after = _retry_after_s(response)
-            self._inflight_reason = reason
-            if attempt >= policy.max_attempts:
-                self._fail(item, f"gave up after {attempt} attempts: {reason}", status, attempt)
-                return
-            delay = policy.delay_after(attempt)
-            if retry_after is not None:
-                delay = min(max(delay, retry_after), policy.max_delay_s)
-            logger.debug(
-                "battle %s: post attempt %d failed (%s); retrying in %.2fs", self._battle_id, attempt, reason, delay
+        self._inflight_attempts = attempt
+        try:
+            response = await self._httpx.post(
+                self._endpoint, json=item.payload, headers=self._headers, timeout=self._request_timeout_s
             )
-            await asyncio.sleep(delay)
+        except httpx.HTTPError as error:
+            reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            self._inflight_reason = reason
+            raise _Retryable(reason, attempt) from error
+        status = response.status_code
+        if 200 <= status < 300:
+            self._delivered += 1
+            if item.is_result:
+                self._result_status = "delivered"
+            return
+        body = response.text[:200]
+        if status == 400 and item.is_result:
+            earlier = " (an earlier attempt may have got through)" if attempt > 1 else ""
+            self._fail(item, f"battle already finished: HTTP 400{earlier}: {body}", status, attempt)
+            return
+        reason = f"HTTP {status}: {body}"
+        if not (status >= 500 or status in (408, 429)):
+            self._fail(item, reason, status, attempt)
+            return
+        self._inflight_reason = reason
+        raise _Retryable(reason, attempt, status_code=status, retry_after_s=_retry_after_s(response))
+
+    def _delay_s(self, state: RetryCallState) -> float:
+        """The policy's pause after the failed attempt; a Retry-After hint lengthens it, up to the policy's cap."""
+        delay = self._retry.delay_after(state.attempt_number)
+        failure = state.outcome.exception() if state.outcome is not None else None
+        hint = failure.retry_after_s if isinstance(failure, _Retryable) else None
+        if hint is not None:
+            delay = min(max(delay, hint), self._retry.max_delay_s)
+        return delay
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        failure = state.outcome.exception() if state.outcome is not None else None
+        logger.debug(
+            "battle %s: post attempt %d failed (%s); retrying in %.2fs",
+            self._battle_id,
+            state.attempt_number,
+            failure.reason if isinstance(failure, _Retryable) else failure,
+            state.upcoming_sleep,
+        )
 
     def _fail(self, item: _Queued, reason: str, status_code: int | None, attempts: int) -> None:
         rejected = status_code is not None and 400 <= status_code < 500 and status_code not in (408, 429)

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings
-    from green_agent.service.a2a_server import create_app
+    from green_agent.service.a2a_server import Component, create_app
     from green_agent.service.mcp import McpComponent
 
     card_url = args.card_url or f"http://{args.host}:{args.port}"
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         judge = dataclasses.replace(judge, cache_path=None)
     elif args.judge_cache is not None:
         judge = dataclasses.replace(judge, cache_path=args.judge_cache)
-    components = [
+    components: list[Component] = [
         McpComponent(allowed_hosts=args.mcp_allowed_host, public_url=card_url),
         EvaluationsComponent(EvaluationsSettings(judge=judge)),
     ]

@@ -21,9 +21,10 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
+from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -146,7 +147,7 @@ class OperatorAuthMiddleware:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_cookie(message: dict) -> None:  # type: ignore[type-arg]
+        async def send_with_cookie(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 cookie = f"{COOKIE_NAME}={self.token.value}; HttpOnly; SameSite=Strict; Path=/"
                 message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode())]}

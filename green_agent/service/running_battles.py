@@ -24,9 +24,14 @@ from green_agent.engine.report import render_markdown, winner_for
 from green_agent.engine.results import BattleResult
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.service.agentbeats import ResultReason, refusal_reason
 from green_agent.service.backend_client import BackendReporter
 
 log = logging.getLogger(__name__)
+
+
+BattleState = Literal["running", "finished", "error", "cancelled"]
+EndState = Literal["finished", "error", "cancelled"]
 
 
 @dataclass
@@ -37,15 +42,17 @@ class BattleRecord:
     battle: Battle
     task: asyncio.Task[BattleResult] | None = None
     result: BattleResult | None = None
+    ended: EndState | None = None
+    """How the battle ended (None until then): ``finished`` (``result`` holds it), ``cancelled`` (``result`` holds the
+    partial result, unless the battle was torn down before it could make one) or ``error`` (see ``error``)."""
     error: str | None = None
+    """Why the battle ended in ``error``: its configuration was refused, or the harness failed."""
 
     @property
-    def state(self) -> Literal["running", "finished", "error", "cancelled"]:
+    def state(self) -> BattleState:
         if self.task is not None and not self.task.done():
             return "running"
-        if self.error == "cancelled":
-            return "cancelled"
-        return "finished" if self.result is not None else "error"
+        return self.ended or "error"  # a task that ended without a state never ran (torn down before it started)
 
     @property
     def running(self) -> bool:
@@ -163,13 +170,15 @@ class BattleRegistry:
         self._keep(record.task)
         return record
 
-    def report_refusal(self, battle_id: str, backend: BackendTarget, reason: str) -> None:
-        """Tell a backend that a battle could not start (so it does not wait for its timeout)."""
+    def report_refusal(self, battle_id: str, backend: BackendTarget, error: ConfigError) -> None:
+        """Tell a backend that a battle could not start (so it does not wait for its timeout), and why: the text for
+        humans in ``detail["error"]``, the reason code in ``detail["reason"]``."""
+        detail = {"error": str(error), "reason": refusal_reason(error).value}
 
         async def post() -> None:
             async with self._reporter(battle_id, backend) as reporter:
-                reporter.progress(f"configuration error: {reason}", detail={"error": reason})
-                reporter.result(f"battle could not start: {reason}", winner="draw", detail={"error": reason})
+                reporter.progress(f"configuration error: {error}", detail=detail)
+                reporter.result(f"battle could not start: {error}", winner="draw", detail=detail)
 
         self._keep(asyncio.create_task(post()))
 
@@ -210,24 +219,23 @@ class BattleRegistry:
             try:
                 result = await record.battle.run()
             except asyncio.CancelledError:
-                record.error = "cancelled"
+                record.ended = "cancelled"
                 raise
             except ConfigError as error:
-                record.error = f"configuration error: {error}"
+                record.ended, record.error = "error", f"configuration error: {error}"
                 if reporter is not None:
-                    reporter.result(f"battle could not start: {error}", winner="draw", detail={"error": str(error)})
+                    detail = {"error": str(error), "reason": refusal_reason(error).value}
+                    reporter.result(f"battle could not start: {error}", winner="draw", detail=detail)
                 raise
             except Exception as error:
                 log.exception("battle %s failed in the harness", record.battle_id)
-                record.error = f"{type(error).__name__}: {error}"
+                record.ended, record.error = "error", f"{type(error).__name__}: {error}"
                 if reporter is not None:
-                    reporter.result(
-                        f"battle failed in the harness: {record.error}", winner="draw", detail={"error": record.error}
-                    )
+                    detail = {"error": record.error, "reason": ResultReason.HARNESS_ERROR.value}
+                    reporter.result(f"battle failed in the harness: {record.error}", winner="draw", detail=detail)
                 raise
             record.result = result
-            if result.status == "cancelled":
-                record.error = "cancelled"
+            record.ended = "cancelled" if result.status == "cancelled" else "finished"
             if reporter is not None and backend is not None:
                 reporter.result(
                     f"pass^k evaluation finished: {len(result.attempts)} attempts",

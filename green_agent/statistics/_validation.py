@@ -70,7 +70,7 @@ def ordered_items(name: str, value: Any) -> list[Any]:
     if isinstance(value, np.ndarray):
         if value.ndim != 1:
             raise ValueError(f"{name} must be one-dimensional, got an array of shape {value.shape}")
-        return value.tolist()
+        return list(value.tolist())
     if isinstance(value, Sequence):
         return list(value)
     if isinstance(value, Iterable):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import norm
+from scipy.stats import binomtest
 
 from green_agent.statistics._validation import require_confidence, require_int, require_real
 
@@ -36,12 +36,9 @@ class Interval(BaseModel):
     """``wilson`` or ``percentile_bootstrap``."""
 
 
-def _z(confidence: float) -> float:
-    return float(norm.ppf(0.5 + confidence / 2.0))
-
-
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval | None:
-    """Wilson score interval for ``successes`` out of ``n`` Bernoulli trials; ``None`` when n == 0.
+    """Wilson score interval (no continuity correction) for ``successes`` out of ``n`` Bernoulli trials; ``None``
+    when n == 0. Computed by scipy (``binomtest(...).proportion_ci(method="wilson")``).
 
     The bounds are exactly 0 at 0 successes and exactly 1 at n successes.
 
@@ -56,14 +53,9 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interva
     confidence = require_confidence("confidence", confidence)
     if n == 0:
         return None
-    z = _z(confidence)
-    p = successes / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2.0 * n)) / denom
-    half = (z / denom) * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n))
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
+    ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    low = min(1.0, max(0.0, float(ci.low)))
+    high = min(1.0, max(0.0, float(ci.high)))
     return Interval(low=low, high=high, confidence=confidence, method="wilson")
 
 
@@ -136,7 +128,8 @@ def percentile_bounds(resampled: np.ndarray, confidence: float, *, low: float, h
     """Percentile interval per column of bootstrap replicates, clipped to [low, high]; shape ``(columns, 2)``."""
     alpha = 1.0 - confidence
     bounds = np.quantile(resampled, [alpha / 2.0, 1.0 - alpha / 2.0], axis=0).T
-    return np.clip(bounds, low, high)
+    clipped: np.ndarray = np.clip(bounds, low, high)
+    return clipped
 
 
 def bootstrap_mean_interval(

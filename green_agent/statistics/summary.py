@@ -211,11 +211,11 @@ def coverage_bootstrap_bounds(
     column, which is only plausible when very few tasks qualify, that column is re-bootstrapped over its qualifying
     tasks alone. Bounds are NaN where fewer than two tasks qualify or ``n_bootstrap`` is 0.
     """
-    column_j = np.asarray(column_j, dtype=np.int64)
-    bounds = np.full((column_j.size, 2), np.nan)
-    if n_bootstrap == 0 or column_j.size == 0:
+    j_of_column = np.asarray(column_j, dtype=np.int64)
+    bounds = np.full((j_of_column.size, 2), np.nan)
+    if n_bootstrap == 0 or j_of_column.size == 0:
         return bounds
-    distinct = sorted(set(column_j.tolist()))
+    distinct = sorted(set(j_of_column.tolist()))
     group_of_j: dict[int, int] = {}
     masks: list[np.ndarray] = []
     sizes: list[int] = []
@@ -228,7 +228,7 @@ def coverage_bootstrap_bounds(
         group_of_j[j] = len(masks)
         masks.append(mask)
         sizes.append(size)
-    column_group = np.array([group_of_j[j] for j in column_j.tolist()], dtype=np.int64)
+    column_group = np.array([group_of_j[j] for j in j_of_column.tolist()], dtype=np.int64)
     usable = np.array([sizes[g] >= 2 for g in column_group.tolist()], dtype=bool)
     if not usable.any():
         return bounds

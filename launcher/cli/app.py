@@ -6,6 +6,8 @@ Commands:
   arena backend ...           the AgentBeats-compatible battle backend with its live web page
   arena launcher ... -- CMD   an AgentBeats launcher server for one agent command
   arena green ... / white ... the agents themselves (same as ``arena-green`` / ``arena-white``)
+  arena export / score / eval-csv / register   see each command's --help
+  arena schema                the JSON Schema of summary.json (arena.battle-result/1; docs/summary.schema.json)
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ def run(
     if backend is None and (open_browser or keep_backend or battle_timeout is not None):
         say(console, "--open, --keep-backend and --battle-timeout need --backend", label="configuration error:")
         raise typer.Exit(2)
+    exit_code: int
     try:
         if backend is not None:
             from launcher.cli.backend_run import BackendRunOptions, execute_backend_run
@@ -120,13 +123,13 @@ def run(
             backend_options = BackendRunOptions(
                 options, backend, open_browser=open_browser, keep_backend=keep_backend, battle_timeout_s=battle_timeout
             )
-            report = asyncio.run(execute_backend_run(backend_options, console))
+            exit_code = asyncio.run(execute_backend_run(backend_options, console)).exit_code
         else:
-            report = asyncio.run(execute_run(options, console))
+            exit_code = asyncio.run(execute_run(options, console)).exit_code
     except KeyboardInterrupt:
         say(console, "interrupted; all agents stopped")
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    raise typer.Exit(report.exit_code)
+    raise typer.Exit(exit_code)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -161,6 +164,37 @@ def launcher(
         ready_timeout_s=ready_timeout,
         log_level=log_level,
     )
+
+
+@app.command()
+def schema(
+    out: Annotated[
+        list[Path] | None,
+        typer.Option("--out", help="write the schema to this file instead of standard output (repeatable)"),
+    ] = None,
+) -> None:
+    """Print the JSON Schema of summary.json (a BattleResult, "schema": "arena.battle-result/1").
+
+    Committed as docs/summary.schema.json and battle_backend/schemas/summary.schema.json (the backend's copy).
+
+    After changing the result models, regenerate both:
+
+    arena schema --out docs/summary.schema.json --out battle_backend/schemas/summary.schema.json
+    """
+    from green_agent.engine.results import result_json_schema_text
+
+    text = result_json_schema_text()
+    if not out:
+        typer.echo(text, nl=False)
+        return
+    for path in out:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8", newline="")
+        except OSError as error:
+            typer.echo(f"error: cannot write {path}: {error}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(f"wrote {path}", err=True)
 
 
 def _exec_module(module: str, args: list[str]) -> None:

@@ -17,7 +17,8 @@ as direct mode. The flow is the platform's own:
 
 Exit codes are those of direct mode: 0 the battle completed (whatever the agent scored), 1 harness error, the
 backend put the battle in state error, or it timed out (a draw by timeout), 2 configuration error (before anything
-starts, or the green agent refused the battle's config), 130 Ctrl-C, 128 + signal on SIGTERM/SIGHUP. Every child
+starts, or the green agent refused the battle: the result's ``detail["reason"]`` is one of
+``green_agent.service.agentbeats.REFUSALS``), 130 Ctrl-C, 128 + signal on SIGTERM/SIGHUP. Every child
 (backend, launchers, and through them the agents) is stopped on every exit path. Agent registrations stay in the
 backend: its battle records and pages refer to them.
 """
@@ -41,6 +42,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from green_agent.engine.config import BattleConfig, ConfigError, remote_config_dict
+from green_agent.service.agentbeats import REFUSALS
 from launcher.cli.assessment_client import AssessmentOutcome
 from launcher.cli.run_command import (
     EXIT_CONFIG_ERROR,
@@ -65,8 +67,6 @@ logger = logging.getLogger(__name__)
 LOCAL = "local"
 WHITE_PARTICIPANT = "white_agent"
 """The participant name our green agent requires (the name in ``opponents``; the winner is reported by alias)."""
-REFUSAL_PREFIX = "battle could not start"
-"""How our green agent's result message starts when it refused the battle's config (-> exit 2)."""
 _POLL_FAILURES_TOLERATED = 5
 _UPPER_BOUND_TASKS_PER_DOMAIN = 200
 """Mode "all" runs a whole split; no tau2 split is larger, so the timeout estimate stays an upper bound."""
@@ -122,7 +122,7 @@ def estimate_battle_timeout(config: BattleConfig) -> float:
     if config.mode == "manual":
         tasks = len(config.task_indices)
     elif config.mode == "random":
-        tasks = config.num_battles
+        tasks = config.num_tasks
     else:
         tasks = _UPPER_BOUND_TASKS_PER_DOMAIN * len(config.domains)
     waves = math.ceil(tasks * config.k / config.concurrency)
@@ -131,19 +131,8 @@ def estimate_battle_timeout(config: BattleConfig) -> float:
 
 def local_backend_argv(port: int, db_path: Path, *, python: str) -> list[str]:
     """Our backend for one run: loopback only, its SQLite file in the run directory."""
-    return [
-        python,
-        "-m",
-        "battle_backend",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--db",
-        str(db_path),
-        "--log-level",
-        "warning",
-    ]
+    argv = [python, "-m", "battle_backend", "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path)]
+    return [*argv, "--log-level", "warning"]
 
 
 class BackendApi:
@@ -220,18 +209,17 @@ def judge_battle(battle: dict[str, Any]) -> tuple[int, str | None]:
     state = battle.get("state")
     if state == "error":
         return EXIT_HARNESS_ERROR, f"the backend stopped the battle: {battle.get('error') or 'no reason given'}"
-    result = battle.get("result") or {}
-    detail = result.get("detail") if isinstance(result.get("detail"), dict) else {}
-    score = result.get("score") if isinstance(result.get("score"), dict) else {}
+    result: dict[str, Any] = battle.get("result") or {}
+    detail: dict[str, Any] = result["detail"] if isinstance(result.get("detail"), dict) else {}
+    score: dict[str, Any] = result["score"] if isinstance(result.get("score"), dict) else {}
     if "timeout" in (result.get("reason"), score.get("reason")):
         return EXIT_HARNESS_ERROR, "the battle timed out on the backend (a draw); later results are refused"
     if isinstance(detail.get("attempts"), list):
         return EXIT_OK, None
     event = result_event(battle) or {}
     message = str(event.get("message") or detail.get("error") or "the result holds no attempts")
-    if message.startswith(REFUSAL_PREFIX):
-        return EXIT_CONFIG_ERROR, message
-    return EXIT_HARNESS_ERROR, message
+    # Our green agent says why a result holds no attempts in detail["reason"]; a refusal is a configuration error.
+    return (EXIT_CONFIG_ERROR if str(detail.get("reason")) in REFUSALS else EXIT_HARNESS_ERROR), message
 
 
 class _Follower:

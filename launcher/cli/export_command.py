@@ -11,6 +11,9 @@ Sources: a run directory (``runs/<battle id>/``, its ``summary.json``), a ``summ
 (the JSON of ``GET /battles/{id}``, whose result detail is the BattleResult; its opponents' agent ids become the
 default participants), or a ``results.json`` written by this command (to turn it into CSV).
 
+Every source is read into the typed :class:`BattleResult` (a JSON without the ``"schema": "arena.battle-result/1"``
+key, written before it existed, reads as that version); rows are built from its attributes.
+
 Exit codes: 0 written; 2 the source is missing, unreadable or not a finished Arena battle (named in the message).
 """
 
@@ -197,7 +200,7 @@ def attempt_row(result: BattleResult, attempt: AttemptResult) -> dict[str, str |
         "white_agent_url": result.white_agent_url,
         "battle_status": result.status,
         "calibration": result.calibration,
-        "k": result.config.get("k"),
+        "k": result.config.k,
         "domain": attempt.domain,
         "split": attempt.split,
         "task_index": attempt.task_index,

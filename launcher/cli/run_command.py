@@ -154,22 +154,8 @@ def prepare_run(options: RunOptions) -> PreparedRun:
 
 def white_agent_argv(white: WhiteAgentConfig, port: int, *, python: str, module: str = "white_agent") -> list[str]:
     """The reference white agent's command line (keys stay in the environment: only the variable's name is passed)."""
-    url = loopback_url(port)
-    argv = [
-        python,
-        "-m",
-        module,
-        "--kind",
-        white.kind,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--card-url",
-        url,
-        "--seed",
-        str(white.seed),
-    ]
+    argv = [python, "-m", module, "--kind", white.kind, "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--card-url", loopback_url(port), "--seed", str(white.seed)]
     for name, rate in white.fault_rates.items():
         argv += ["--fault-rate", f"{name}={rate}"]
     if white.kind == "llm":
@@ -183,21 +169,8 @@ def green_agent_argv(
     port: int, runs_dir: Path, *, python: str, module: str = "green_agent", scenario: Path | None = None
 ) -> list[str]:
     """The green agent's command line; ``scenario`` makes its [pass_k_config] the default of AgentBeats battles."""
-    argv = [
-        python,
-        "-m",
-        module,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--card-url",
-        loopback_url(port),
-        "--runs-dir",
-        str(runs_dir),
-        "--log-level",
-        "warning",
-    ]
+    argv = [python, "-m", module, "--host", "127.0.0.1", "--port", str(port), "--card-url", loopback_url(port)]
+    argv += ["--runs-dir", str(runs_dir), "--log-level", "warning"]
     return argv + (["--scenario", str(scenario)] if scenario is not None else [])
 
 
@@ -205,22 +178,8 @@ def launcher_argv(
     agent_argv: Sequence[str], *, port: int, agent_url: str, name: str, log_dir: Path, python: str
 ) -> list[str]:
     """An ``arena launcher`` wrapping ``agent_argv`` (run through ``python -m launcher``: no install needed)."""
-    return [
-        python,
-        "-m",
-        "launcher",
-        "launcher",
-        "--port",
-        str(port),
-        "--agent-url",
-        agent_url,
-        "--name",
-        name,
-        "--log-dir",
-        str(log_dir),
-        "--",
-        *agent_argv,
-    ]
+    argv = [python, "-m", "launcher", "launcher", "--port", str(port), "--agent-url", agent_url, "--name", name]
+    return [*argv, "--log-dir", str(log_dir), "--", *agent_argv]
 
 
 class BattleDisplay:

@@ -104,6 +104,32 @@ async def test_bad_task_config_is_refused_and_reported(green_url: str) -> None:
         assert "refused" in ack and "k must be even" in ack
         await asyncio.wait_for(record.result_seen.wait(), timeout=30)
     assert "k must be even" in record.results[0]["message"]
+    # The refusal says why as a code (what `arena run --backend` decides its exit code on), the text for humans.
+    detail = record.results[0]["detail"]
+    assert detail["reason"] == "config_invalid" and "k must be even" in detail["error"]
+
+
+async def test_a_battle_start_without_a_white_agent_is_refused_as_a_bad_request(green_url: str) -> None:
+    record = Recorded()
+    battle_id = "ab-" + uuid.uuid4().hex[:8]
+    async with serve_app(make_recording_backend(record)) as backend:
+        message = battle_start(battle_id, backend, "http://127.0.0.1:9")
+        message["opponent_infos"], message["red_battle_contexts"] = [{"name": "white_agent"}], {}
+        ack = await send_v03(green_url, message)
+        assert ack == f"battle {battle_id} refused: opponent_infos: no white agent URL in battle_start"
+        await asyncio.wait_for(record.result_seen.wait(), timeout=30)
+    assert record.results[0]["detail"] == {
+        "error": "opponent_infos: no white agent URL in battle_start",
+        "reason": "request_invalid",
+    }
+
+
+async def test_a_battle_start_with_unusable_fields_is_refused_naming_the_field(green_url: str) -> None:
+    bad_id = await send_v03(green_url, {"type": "battle_start", "battle_id": "../x"})
+    assert bad_id.startswith("battle_start refused: battle_id: only letters")
+    context = {"type": "battle_start", "battle_id": "ab-" + uuid.uuid4().hex[:8], "green_battle_context": [1, 2]}
+    bad_context = await send_v03(green_url, context)
+    assert bad_context == "battle_start refused: green_battle_context: expected a JSON object"
 
 
 async def test_unknown_messages_get_the_accepted_formats(green_url: str) -> None:

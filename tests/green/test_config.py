@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from green_agent.engine.config import BattleConfig, ConfigError, parse_battle_config
+from green_agent.engine.config import (
+    BattleConfig,
+    ConfigError,
+    parse_battle_config,
+    parse_remote_battle_config,
+    remote_config_dict,
+)
 from launcher.cli.scenario import Scenario, load_scenario
 
 SCENARIOS = sorted(Path(__file__).parents[2].joinpath("scenarios").glob("*.toml"))
@@ -37,6 +43,9 @@ def test_seed_fields_and_defaults() -> None:
         ({"k": 0}, "k must be even"),
         ({"domain": "banking"}, "known domains: retail, airline, telecom, mock"),
         ({"task_id": -1}, "task_id"),
+        ({"task_index": []}, "task_index: task_index (task_id) must name at least one task index"),
+        ({"task_id": 1, "task_index": 2}, "task_index and task_id (its old name) are both given"),
+        ({"num_tasks": 0}, "num_tasks"),
         ({"mode": "sometimes"}, "mode"),
         ({"concurrency": 0}, "concurrency"),
         ({"mode": "manual", "domain": ["retail", "airline"]}, "manual mode takes one domain"),
@@ -83,3 +92,22 @@ def test_config_is_immutable() -> None:
     config = BattleConfig()
     with pytest.raises(ValidationError):
         config.k = 6  # type: ignore[misc]
+
+
+def test_old_field_names_are_accepted_and_the_new_ones_written() -> None:
+    old = parse_battle_config({"mode": "random", "num_battles": 3, "task_id": [1, 2]})
+    new = parse_battle_config({"mode": "random", "num_tasks": 3, "task_index": [1, 2]})
+    assert old == new and (new.num_tasks, new.task_indices) == (3, [1, 2])
+    dumped = new.model_dump(mode="json")
+    assert (dumped["num_tasks"], dumped["task_index"]) == (3, [1, 2])
+    assert "num_battles" not in dumped and "task_id" not in dumped
+    assert parse_battle_config(dumped) == new  # what summary.json and remote configs say reads back
+
+
+def test_remote_config_under_an_old_name_replaces_the_default() -> None:
+    default = BattleConfig(task_index=4, num_tasks=2)
+    assert parse_remote_battle_config({"task_id": 7}, default).task_indices == [7]
+    assert parse_remote_battle_config({"pass_k_config": {"num_battles": 5}}, default).num_tasks == 5
+    assert parse_remote_battle_config(remote_config_dict(default), BattleConfig()) == default
+    with pytest.raises(ConfigError, match="both given"):
+        parse_remote_battle_config({"task_id": 7, "task_index": 8}, default)

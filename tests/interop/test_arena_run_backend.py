@@ -62,10 +62,11 @@ def start_arena_until(
 
     def read() -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if marker in line:
-                seen.set()
+        with proc.stdout:  # closed at EOF, so the pipe is not left to the garbage collector
+            for line in proc.stdout:
+                lines.append(line)
+                if marker in line:
+                    seen.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -242,15 +243,12 @@ def test_judge_battle_maps_backend_outcomes_to_exit_codes() -> None:
     ):
         code, message = judge_battle(_battle("finished", result))
         assert code == EXIT_HARNESS_ERROR and "timed out" in str(message)
-    refused = {
-        "is_result": True,
-        "message": "battle could not start: k must be even",
-        "winner": "draw",
-        "detail": {"error": "k must be even"},
-    }
-    assert judge_battle(_battle("finished", {"winner": "draw", "detail": refused["detail"]}, [refused]))[0] == 2
-    crashed = {**refused, "message": "battle failed in the harness: RuntimeError: boom"}
-    assert judge_battle(_battle("finished", {"winner": "draw", "detail": crashed["detail"]}, [crashed]))[0] == 1
+    # The green agent's reason code decides; the text is for humans (and is what the terminal shows).
+    for reason, code in (("config_invalid", 2), ("request_invalid", 2), ("harness_error", 1), (None, 1)):
+        detail = {"error": "k must be even", **({"reason": reason} if reason else {})}
+        ended = {"is_result": True, "message": "battle could not start: k must be even", "winner": "draw"}
+        verdict = judge_battle(_battle("finished", {"winner": "draw", "detail": detail}, [{**ended, "detail": detail}]))
+        assert verdict == (code, "battle could not start: k must be even"), reason
 
 
 @pytest.mark.slow

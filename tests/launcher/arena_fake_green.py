@@ -71,7 +71,8 @@ class FakeGreenExecutor(AgentExecutor):
             return
         battle_id = request.get("battle_id") or "fake-battle"
         k = int(config.get("k", 2))
-        tasks = [f"{config.get('domain', 'retail')}/test/{config.get('task_id', 0)}"]
+        index = config.get("task_index", config.get("task_id", 0))  # task_id: the field's old name
+        tasks = [f"{config.get('domain', 'retail')}/test/{index}"]
         total = k * len(tasks)
         await updater.start_work(
             _status(

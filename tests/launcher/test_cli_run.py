@@ -197,7 +197,7 @@ def test_completed_battle_exits_0_and_prints_summary_path(tmp_path: Path, subpro
     request = json.loads(arena.record.read_text())
     white = json.loads(arena.white_record.read_text())
     assert request["battle_id"] == "b-ok"
-    assert request["config"]["k"] == 4 and request["config"]["task_id"] == 5
+    assert request["config"]["k"] == 4 and request["config"]["task_index"] == 5  # task_id in the scenario
     assert request["config"]["user_simulator"]["kind"] == "scripted"
     assert "backend_url" not in request
     assert request["participants"]["white_agent"] == white["argv"][white["argv"].index("--card-url") + 1]

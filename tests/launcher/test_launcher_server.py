@@ -187,6 +187,8 @@ def test_launcher_command_serves_and_stops_its_agent_on_sigterm(tmp_path: Path, 
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
+        if launcher.stderr is not None:
+            launcher.stderr.close()
 
 
 def _poll_status(url: str, launcher: subprocess.Popen[bytes]) -> dict[str, Any]:

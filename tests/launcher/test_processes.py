@@ -167,3 +167,5 @@ def test_supervisor_signal_leaves_no_child(
         if supervisor.poll() is None:
             supervisor.kill()
             supervisor.wait()
+        if supervisor.stdout is not None:
+            supervisor.stdout.close()

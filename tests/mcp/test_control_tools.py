@@ -114,6 +114,7 @@ async def test_cancel_a_running_battle(green: GreenServer) -> None:
         "message": f"battle {battle_id} ended cancelled: 0 of 4 attempts finished; get_results has the partial summary",
     }
     assert status["state"] == "cancelled" and status["recent_events"][-1]["type"] == "battle_finished"
+    assert status["error"] is None  # cancelled is a state of its own, not an error
     assert "battle_cancelled" in {e["type"] for e in status["recent_events"]}
     # The battle's result (the same one summary.json holds) says "cancelled" and covers no attempt.
     assert partial["state"] == partial["status"] == "cancelled" and partial["attempts"] == []

@@ -77,9 +77,9 @@ async def test_a_sandbox_that_dies_mid_call_is_a_crash_of_that_call() -> None:
     ],
 )
 def test_tool_faults_are_blamed_on_whoever_made_the_call(requestor: str, kind: Any, category: str, author: str) -> None:
-    from green_agent.engine.attempt import _tool_fault_stop
+    from green_agent.engine.attribution import tool_fault_stop
 
-    stop = _tool_fault_stop(ToolFault(kind, "tool call calculate(...): killed", requestor=requestor, tool="calculate"))
+    stop = tool_fault_stop(ToolFault(kind, "tool call calculate(...): killed", requestor=requestor, tool="calculate"))
     assert (stop.category.value, stop.fault_author.value) == (category, author)
     assert "calculate" in stop.detail
 

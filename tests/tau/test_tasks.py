@@ -56,7 +56,7 @@ def test_resolve_task_without_split_indexes_the_whole_file() -> None:
 def test_out_of_range_index_names_valid_range(index: int) -> None:
     with pytest.raises(ConfigError) as caught:
         resolve_task("retail", "test", index)
-    assert str(caught.value) == f"task_id {index} is out of range for retail/test: valid 0..39"
+    assert str(caught.value) == f"task_index {index} is out of range for retail/test: valid 0..39"
 
 
 def test_unknown_split_names_known_splits() -> None:
@@ -74,15 +74,15 @@ def test_unknown_domain_names_known_domains() -> None:
 
 
 def test_manual_selection_in_given_order() -> None:
-    refs = select_tasks(BattleConfig(mode="manual", domain="airline", task_id=[3, 0, 19]))
+    refs = select_tasks(BattleConfig(mode="manual", domain="airline", task_index=[3, 0, 19]))
     assert [r.key for r in refs] == ["airline/test/3", "airline/test/0", "airline/test/19"]
 
 
 def test_manual_selection_rejects_out_of_range_and_duplicates() -> None:
-    with pytest.raises(ConfigError, match=r"task_id 20 is out of range for airline/test: valid 0\.\.19"):
-        select_tasks(BattleConfig(mode="manual", domain="airline", task_id=20))
-    with pytest.raises(ConfigError, match="task_id lists task 2 more than once"):
-        select_tasks(BattleConfig(mode="manual", domain="airline", task_id=[2, 1, 2]))
+    with pytest.raises(ConfigError, match=r"task_index 20 is out of range for airline/test: valid 0\.\.19"):
+        select_tasks(BattleConfig(mode="manual", domain="airline", task_index=20))
+    with pytest.raises(ConfigError, match="task_index lists task 2 more than once"):
+        select_tasks(BattleConfig(mode="manual", domain="airline", task_index=[2, 1, 2]))
 
 
 def test_all_mode_takes_every_task_of_each_domain() -> None:
@@ -95,14 +95,14 @@ def test_all_mode_takes_every_task_of_each_domain() -> None:
 
 def test_random_mode_rejects_more_tasks_than_exist() -> None:
     with pytest.raises(ConfigError) as caught:
-        select_tasks(BattleConfig(mode="random", domain=["retail", "airline"], num_battles=61))
-    assert "num_battles 61" in str(caught.value)
+        select_tasks(BattleConfig(mode="random", domain=["retail", "airline"], num_tasks=61))
+    assert "num_tasks 61" in str(caught.value)
     assert "60 distinct tasks" in str(caught.value)
     assert "retail/test (40) + airline/test (20)" in str(caught.value)
 
 
 def test_random_mode_with_every_task_covers_both_domains() -> None:
-    refs = select_tasks(BattleConfig(mode="random", domain=["retail", "airline"], num_battles=60, seed=3))
+    refs = select_tasks(BattleConfig(mode="random", domain=["retail", "airline"], num_tasks=60, seed=3))
     assert {r.key for r in refs} == {
         r.key for r in select_tasks(BattleConfig(mode="all", domain=["retail", "airline"]))
     }
@@ -111,7 +111,7 @@ def test_random_mode_with_every_task_covers_both_domains() -> None:
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(min_value=0, max_value=2**32), n=st.integers(min_value=1, max_value=60))
 def test_random_selection_is_distinct_sized_and_reproducible(seed: int, n: int) -> None:
-    config = BattleConfig(mode="random", domain=["retail", "airline"], num_battles=n, seed=seed)
+    config = BattleConfig(mode="random", domain=["retail", "airline"], num_tasks=n, seed=seed)
     refs = select_tasks(config)
     assert len(refs) == n
     assert len({r.key for r in refs}) == n
@@ -121,7 +121,7 @@ def test_random_selection_is_distinct_sized_and_reproducible(seed: int, n: int) 
 
 def test_random_selection_depends_on_the_seed() -> None:
     picks = {
-        tuple(r.key for r in select_tasks(BattleConfig(mode="random", domain="retail", num_battles=5, seed=seed)))
+        tuple(r.key for r in select_tasks(BattleConfig(mode="random", domain="retail", num_tasks=5, seed=seed)))
         for seed in range(5)
     }
     assert len(picks) > 1

@@ -30,6 +30,7 @@ from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.errors import WhiteAgentConfigError
 from white_agent.finance.data import COMPANIES
 from white_agent.finance.tools import TOOL_SCHEMAS, execute_tool
+from white_agent.model_retry import call_with_retries
 from white_agent.protocol import GreenTurn
 from white_agent.server import AgentReply
 
@@ -230,7 +231,7 @@ class FinanceAgent:
         return await self._llm(context_id, question)
 
     def _scripted(self, question: str) -> AgentReply:
-        calls = [
+        calls: list[dict[str, Any]] = [
             {"name": name, "arguments": args, "result": execute_tool(name, args)} for name, args in route(question)
         ]
         if not calls:
@@ -299,21 +300,24 @@ class FinanceAgent:
 
     async def _complete(self, messages: list[dict[str, Any]]) -> Any:
         assert self._client is not None
-        attempt = 0
-        while True:
-            try:
-                response = await self._client.chat.completions.create(
-                    model=self._settings.model,
-                    messages=messages,
-                    tools=TOOL_SCHEMAS,  # type: ignore[arg-type]
-                    temperature=self._settings.temperature,
-                )
-                return response.choices[0].message
-            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError):
-                if attempt >= self._settings.max_retries:
-                    raise
-                await asyncio.sleep(self._settings.retry_base_delay_s * (2**attempt))
-                attempt += 1
+        client = self._client
+
+        async def call() -> Any:
+            response = await client.chat.completions.create(
+                model=self._settings.model,
+                messages=messages,  # type: ignore[arg-type]
+                tools=TOOL_SCHEMAS,  # type: ignore[arg-type]
+                temperature=self._settings.temperature,
+            )
+            return response.choices[0].message
+
+        # Uncapped backoff and no Retry-After, as this agent has always done.
+        return await call_with_retries(
+            call,
+            max_retries=self._settings.max_retries,
+            base_delay_s=self._settings.retry_base_delay_s,
+            honour_retry_after=False,
+        )
 
     async def aclose(self) -> None:
         """Close the model client (llm mode)."""

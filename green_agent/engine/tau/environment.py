@@ -121,7 +121,8 @@ def _attribute(spec: str) -> Any:
 @cache
 def _raw_db(domain: str, keyword: str) -> dict[str, Any]:
     """The parsed database file (immutable package data; only ever read, never handed out)."""
-    return load_file(_attribute(_DB_SOURCES[domain][keyword][1]))
+    data: dict[str, Any] = load_file(_attribute(_DB_SOURCES[domain][keyword][1]))
+    return data
 
 
 def fresh_environment(domain: str, solo_mode: bool = False) -> Environment:
@@ -365,7 +366,8 @@ class AttemptEnvironment:
             messages=self._numbered(),
             seed=seed,
         )
-        return run.model_dump(mode="json")
+        dumped: dict[str, Any] = run.model_dump(mode="json")
+        return dumped
 
     def trajectory_records(self) -> list[dict[str, Any]]:
         """One JSON-ready dict per message (tau2's message fields, ``turn_idx`` numbered), for JSONL files."""

@@ -196,7 +196,7 @@ class ToolSandbox:
                 ) from None
             readable = loop.create_future()
             fd = self._connection.fileno()
-            loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+            loop.add_reader(fd, _wake, readable)
             try:
                 async with asyncio.timeout(timeout_s):
                     await readable
@@ -255,6 +255,12 @@ class ToolSandbox:
                 process.join(5.0)
 
         await asyncio.to_thread(stop)
+
+
+def _wake(readable: asyncio.Future[None]) -> None:
+    """The pipe is readable: resolve the future waiting for it (once)."""
+    if not readable.done():
+        readable.set_result(None)
 
 
 def _ensure_fork_server(context: Any) -> None:

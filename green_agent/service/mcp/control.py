@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 import httpx
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, StrictBool
@@ -50,14 +50,7 @@ from green_agent.service.mcp.models import (
 )
 from green_agent.service.mcp.security import keep_root_logging
 from green_agent.service.running_battles import BattleRecord, BattleRegistry
-from green_agent.statistics import (
-    MacroStat,
-    MicroStat,
-    TrialsComparison,
-    TrialsSummary,
-    compare_trials,
-    summarize_trials,
-)
+from green_agent.statistics import TrialsComparison, TrialsSummary, compare_trials, summarize_trials
 
 INSTRUCTIONS = """\
 Arena green agent: tau-bench reliability assessments (pass^k / pass@k with confidence intervals, failure breakdown).
@@ -146,7 +139,6 @@ def battle_results(record: BattleRecord) -> BattleResults:
             f"battle {record.battle_id} has no results: it ended in state {record.state}"
             + (f" ({record.error})" if record.error else "")
         )
-    summary = result.summary
     return BattleResults(
         battle_id=result.battle_id,
         state=record.state,
@@ -154,9 +146,9 @@ def battle_results(record: BattleRecord) -> BattleResults:
         white_agent_url=result.white_agent_url,
         calibration=result.calibration,
         duration_s=result.duration_s,
-        k=int(result.config.get("k", 0)),
-        macro=[MacroStat.model_validate(row) for row in summary.get("macro", [])],
-        micro=MicroStat.model_validate(summary["micro"]) if summary.get("micro") else None,
+        k=result.config.k,
+        macro=list(result.summary.macro),
+        micro=result.summary.micro,
         failure_breakdown=result.failure_breakdown,
         infrastructure_errors=result.infrastructure_errors,
         attempts=[
@@ -232,11 +224,11 @@ async def _metrics(function: Callable[..., Any], *args: Any, **kwargs: Any) -> A
         raise ToolError(str(error)) from None
 
 
-def _reject_unknown_arguments(server: MCPServer) -> Callable[..., Awaitable[Any]]:
+def _reject_unknown_arguments(server: MCPServer) -> ServerMiddleware[Any]:
     """Middleware: a tools/call naming an argument the tool does not take is an error, not silently ignored."""
     accepted: dict[str, frozenset[str]] = {}
 
-    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Awaitable[Any]]) -> Any:
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
             name, arguments = ctx.params.get("name"), ctx.params.get("arguments")
             if not accepted:
@@ -280,7 +272,7 @@ def build_control_server(
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
     ) -> TaskList:
         """Tasks of a domain's split (null split: the whole task file), paged. A task's ``index`` is what a
-        battle config's ``task_id`` names."""
+        battle config's ``task_index`` names."""
         if domain not in KNOWN_DOMAINS:
             raise ToolError(f"domain: unknown domain {domain!r}; known domains: {', '.join(KNOWN_DOMAINS)}")
         try:
@@ -306,7 +298,7 @@ def build_control_server(
     ) -> StartedBattle:
         """Start a battle: k fresh-context attempts per task against the A2A white agent at ``white_agent_url``.
 
-        ``config``: the [pass_k_config] fields, e.g. {"mode": "manual", "domain": "retail", "task_id": [0, 1],
+        ``config``: the [pass_k_config] fields, e.g. {"mode": "manual", "domain": "retail", "task_index": [0, 1],
         "k": 4, "calibration": false, "tool_mode": "text"}; omitted fields take this green agent's defaults, and the
         user simulator's base_url, api_key_env and model are the operator's (refused here). ``battle_id``: optional
         (letters, digits, . _ -, at most 128 characters; by default a random id). With ``wait`` the call reports

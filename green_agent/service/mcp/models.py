@@ -1,7 +1,8 @@
 """What the control tools return: pydantic models, so MCP clients get an output schema and structured content.
 
 Field names follow the rest of the harness (``attempts_done``, ``pass_hat_mean``, ``failure_breakdown``) so a client
-that reads the A2A result JSON or summary.json reads these the same way.
+that reads the A2A result JSON or summary.json reads these the same way: the macro and micro records are the very
+models of summary.json's ``summary`` (:mod:`green_agent.statistics`), outcomes and statuses the BattleResult's types.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from green_agent.engine.results import AttemptOutcome, ResultStatus
 from green_agent.statistics import MacroStat, MicroStat
 
 BattleState = Literal["running", "finished", "error", "cancelled"]
@@ -29,7 +31,7 @@ class DomainList(BaseModel):
 
 
 class TaskView(BaseModel):
-    """One task: the index battles use (``task_id`` in a config), tau2's own id, and what the customer wants."""
+    """One task: the index battles use (``task_index`` in a config), tau2's own id, and what the customer wants."""
 
     index: int
     task_id: str
@@ -77,7 +79,7 @@ class AttemptRow(BaseModel):
     task_key: str
     task_id: str
     attempt: int
-    outcome: Literal["success", "failure", "infra_error"]
+    outcome: AttemptOutcome
     reward: float | None
     steps: int
     duration_s: float
@@ -90,7 +92,7 @@ class BattleResults(BaseModel):
 
     battle_id: str
     state: BattleState
-    status: Literal["completed", "cancelled", "error"] = "completed"
+    status: ResultStatus = "completed"
     """The result's own status (summary.json's): "cancelled" when the summary covers only the attempts that
     finished before a cancel."""
     white_agent_url: str
@@ -98,7 +100,9 @@ class BattleResults(BaseModel):
     duration_s: float
     k: int
     macro: list[MacroStat]
+    """The BattleResult's ``summary.macro`` (one record per j), as typed in summary.json."""
     micro: MicroStat | None
+    """The BattleResult's ``summary.micro``; always present for a finished battle (kept optional for clients)."""
     failure_breakdown: dict[str, int]
     infrastructure_errors: int
     attempts: list[AttemptRow]

@@ -13,7 +13,9 @@ from green_agent.engine.tau.quiet import quiet_tau2
 
 quiet_tau2()
 
-from tau2.user.base import OUT_OF_SCOPE, STOP, TRANSFER  # noqa: E402  (quiet_tau2 must run first)
+from tau2.user.base import OUT_OF_SCOPE  # noqa: E402  (quiet_tau2 must run first)
+from tau2.user.base import STOP as STOP  # noqa: E402  (re-exported for the scripted user)
+from tau2.user.base import TRANSFER as TRANSFER  # noqa: E402
 
 STOP_TOKENS: tuple[str, ...] = (STOP, TRANSFER, OUT_OF_SCOPE)
 """``###STOP###`` (goal reached), ``###TRANSFER###`` (handed to a human), ``###OUT-OF-SCOPE###`` (scenario

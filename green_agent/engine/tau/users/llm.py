@@ -13,15 +13,14 @@ on one event loop. This class keeps tau2's behaviour where it matters for compar
 * telecom: the user's tool calls run on the attempt's environment (``requestor="user"``, recorded there) and their
   outputs go back to the LLM, until it answers with text.
 
-Failures: 429, 408/409, 5xx, timeouts and connection errors are retried with exponential backoff (``Retry-After``
-honoured, capped) up to ``config.max_retries`` times, then :class:`UserSimulatorError`; other HTTP errors (bad
-request, authentication, unknown model) fail at once. The API key is never logged, and any echo of it in an
-error message from the server is redacted.
+Failures: 429, 408/409, 5xx, timeouts, connection errors and empty answers are retried with exponential backoff
+(``Retry-After`` honoured, capped; :class:`green_agent.llm_retry.RetryBudget`) up to ``config.max_retries`` times,
+then :class:`UserSimulatorError`; other HTTP errors (bad request, authentication, unknown model) fail at once. The
+API key is never logged, and any echo of it in an error message from the server is redacted.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -36,6 +35,7 @@ from green_agent.engine.config import UserSimulatorConfig
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users.base import UserSimulatorError, UserTurn
+from green_agent.llm_retry import RetryBudget, is_transient
 
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
@@ -48,8 +48,17 @@ GREETING = "Hi! How can I help you today?"  # tau2's orchestrator's first agent 
 MAX_TOOL_ROUNDS = 12
 """Tool calls the user may make in a row before it must say something (a runaway loop is an infrastructure error)."""
 
-_RETRY_STATUS = {408, 409, 429}
+_RETRY_STATUS = frozenset({408, 409, 429})
 _KEY_LIKE = re.compile(r"\bsk-[-_A-Za-z0-9*.]{4,}")  # OpenAI-style keys, even masked ones ("sk-abc***xyz")
+
+
+class _EmptyAnswer(Exception):
+    """The endpoint answered with neither text nor tool calls."""
+
+
+def _transient(error: BaseException) -> bool:
+    """What the user simulator retries: connection errors, timeouts, 408, 409, 429, 5xx, and empty answers."""
+    return isinstance(error, _EmptyAnswer) or is_transient(error, statuses=_RETRY_STATUS)
 
 
 @lru_cache(maxsize=2)
@@ -58,7 +67,8 @@ def _guidelines(use_tools: bool) -> str:
     from tau2.utils import DATA_DIR
 
     name = "simulation_guidelines_tools.md" if use_tools else "simulation_guidelines.md"
-    return (DATA_DIR / "tau2" / "user_simulator" / name).read_text(encoding="utf-8")
+    text: str = (DATA_DIR / "tau2" / "user_simulator" / name).read_text(encoding="utf-8")
+    return text
 
 
 def user_system_prompt(task: Task, *, use_tools: bool) -> str:
@@ -195,52 +205,52 @@ class LLMUser:
 
     async def _complete(self) -> Any:
         """One chat completion with retries; returns the choice's message (text or tool calls, never empty)."""
-        retries = self._config.max_retries
-        for attempt in range(retries + 1):
-            try:
-                response = await self._client.chat.completions.create(**self._request())
-            except openai.APIStatusError as error:
-                status = error.status_code
-                if status not in _RETRY_STATUS and status < 500:
-                    raise UserSimulatorError(self._describe(f"HTTP {status}", error)) from None
-                problem, delay = f"HTTP {status}: {self._detail(error)}", self._retry_after(error.response.headers)
-            except (openai.APIConnectionError, openai.APITimeoutError) as error:
-                problem, delay = type(error).__name__, None
-            except openai.OpenAIError as error:
-                raise UserSimulatorError(self._describe("client error", error)) from None
-            else:
-                message = response.choices[0].message if response.choices else None
-                if message is not None and ((message.content or "").strip() or message.tool_calls):
-                    return message
-                problem, delay = "an empty answer", None
-            if attempt == retries:
+        budget = RetryBudget(
+            max_retries=self._config.max_retries,
+            backoff_base_s=self._backoff_base_s,
+            backoff_max_s=self._backoff_max_s,
+            transient=_transient,
+            retry_after="instead",
+            on_retry=self._log_retry,
+        )
+        try:
+            return await budget.call(self._answer)
+        except (openai.OpenAIError, _EmptyAnswer) as error:
+            if _transient(error):  # the retries ran out
                 raise UserSimulatorError(
                     f"the user simulator ({self._config.model} at {self._endpoint}) failed after "
-                    f"{retries + 1} tries: {problem}"
-                )
-            wait = min(self._backoff_max_s, delay if delay is not None else self._backoff_base_s * 2**attempt)
-            log.info(
-                "user simulator %s at %s: %s; retry %d/%d in %.2f s",
-                self._config.model,
-                self._endpoint,
-                problem,
-                attempt + 1,
-                retries,
-                wait,
-            )
-            await asyncio.sleep(wait)
-        raise AssertionError("unreachable")
+                    f"{budget.calls} tries: {self._problem(error)}"
+                ) from None
+            if isinstance(error, openai.APIStatusError):
+                raise UserSimulatorError(self._describe(f"HTTP {error.status_code}", error)) from None
+            raise UserSimulatorError(self._describe("client error", error)) from None
 
-    def _retry_after(self, headers: Any) -> float | None:
-        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-            value = headers.get(name) if headers is not None else None
-            if value is None:
-                continue
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-        return None
+    async def _answer(self) -> Any:
+        """One request; the choice's message, or :class:`_EmptyAnswer` (retried like a server error)."""
+        response = await self._client.chat.completions.create(**self._request())
+        message = response.choices[0].message if response.choices else None
+        if message is not None and ((message.content or "").strip() or message.tool_calls):
+            return message
+        raise _EmptyAnswer
+
+    def _log_retry(self, error: Exception, retry: int, delay_s: float) -> None:
+        log.info(
+            "user simulator %s at %s: %s; retry %d/%d in %.2f s",
+            self._config.model,
+            self._endpoint,
+            self._problem(error),
+            retry,
+            self._config.max_retries,
+            delay_s,
+        )
+
+    def _problem(self, error: BaseException) -> str:
+        """A transient failure as the logs and the final error name it."""
+        if isinstance(error, openai.APIStatusError):
+            return f"HTTP {error.status_code}: {self._detail(error)}"
+        if isinstance(error, _EmptyAnswer):
+            return "an empty answer"
+        return type(error).__name__
 
     def _describe(self, what: str, error: Exception) -> str:
         return f"the user simulator ({self._config.model} at {self._endpoint}) failed: {what}: {self._detail(error)}"

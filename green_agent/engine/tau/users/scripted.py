@@ -35,6 +35,7 @@ reference agent) ends the conversation with ``###STOP###`` (tau2's ``user_stop``
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +130,7 @@ _STOPWORDS = frozenset(
 def first_person(text: str) -> str:
     """Turn a second-person scenario sentence ("You are X, your zip is Y") into the customer's own words."""
     for pattern, replacement in _PRONOUNS:
-        text = pattern.sub(lambda m, r=replacement: _keep_case(m.group(0), r), text)
+        text = pattern.sub(functools.partial(_replace_keeping_case, replacement=replacement), text)
 
     def you(match: re.Match[str]) -> str:
         before = text[: match.start()]
@@ -137,6 +138,10 @@ def first_person(text: str) -> str:
         return word
 
     return _YOU.sub(you, text)
+
+
+def _replace_keeping_case(match: re.Match[str], replacement: str) -> str:
+    return _keep_case(match.group(0), replacement)
 
 
 def _keep_case(original: str, replacement: str) -> str:

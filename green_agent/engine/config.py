@@ -236,6 +236,10 @@ def remote_config_dict(config: BattleConfig) -> dict[str, Any]:
     return data
 
 
+SCENARIO_TABLES = frozenset({"name", "pass_k_config", "user_simulator", "white_agent", "backend"})
+"""The top-level keys of a scenario file (:class:`launcher.cli.scenario.Scenario` has the same fields)."""
+
+
 def load_battle_config(path: str | Path) -> BattleConfig:
     """The battle part of a scenario TOML file: ``[pass_k_config]`` and ``[user_simulator]``.
 
@@ -245,9 +249,18 @@ def load_battle_config(path: str | Path) -> BattleConfig:
     """
     path = Path(path)
     data = read_toml(path)
-    battle = dict(data.get("pass_k_config") or {})
-    if "user_simulator" in data:
-        battle["user_simulator"] = data["user_simulator"]
+    unknown = sorted(set(data) - SCENARIO_TABLES)
+    if unknown:  # a misspelt [pass_k_config] must not run the defaults silently
+        raise ConfigError(
+            f"{path}: {unknown[0]}: not a scenario table (expected one of {', '.join(sorted(SCENARIO_TABLES))})"
+        )
+    battle = data.get("pass_k_config", {})
+    user = data.get("user_simulator")
+    if not isinstance(battle, dict):
+        raise ConfigError(f"{path}: pass_k_config: expected a table")
+    if user is not None and not isinstance(user, dict):
+        raise ConfigError(f"{path}: user_simulator: expected a table")
+    battle = {**battle, **({"user_simulator": user} if user is not None else {})}
     try:
         return BattleConfig.model_validate(battle)
     except ValidationError as error:

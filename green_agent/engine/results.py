@@ -22,7 +22,9 @@ from green_agent.statistics import TrialsSummary
 RESULT_SCHEMA_ID: Final = "arena.battle-result/1"
 """The ``schema`` value of every BattleResult JSON: how readers (the battle backend, leaderboards) recognise an
 Arena result and which shape it has. Adding an optional key keeps it; removing, renaming or retyping a key, or
-adding a required one, makes it ``arena.battle-result/2``."""
+adding a required one, makes it ``arena.battle-result/2``. The published schema's enums (failure categories,
+termination reasons, outcomes) are closed: a new value is refused by backends holding an older copy of the schema,
+so backends must be at least as new as the green agents posting to them (docs/results.md, "Versions")."""
 
 ResultSchemaId = Literal["arena.battle-result/1"]
 AttemptOutcome = Literal["success", "failure", "infra_error"]

@@ -309,6 +309,10 @@ class GreenAgentExecutor(AgentExecutor):
                 await updater.cancel(status(f"battle {battle_id} was cancelled"))
                 return
             raise
+        except ConfigError as error:  # found once the battle looked at its tasks (e.g. a task index out of range)
+            refusal = {"error": str(error), "reason": refusal_reason(error).value}
+            await updater.failed(status(f"configuration error: {error}", refusal))
+            return
         except Exception:
             failure = {"error": record.error, "reason": ResultReason.HARNESS_ERROR.value}
             await updater.failed(status(f"battle failed in the harness: {record.error}", failure))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import time
 
 import pytest
 
@@ -79,26 +78,25 @@ def test_lexical_pool_matches_the_pairwise_rule() -> None:
         )
 
 
+@pytest.mark.timeout(120)  # a hang guard, not a speed assertion: the quadratic version ran for minutes
 def test_lexical_scoring_of_long_texts_is_not_quadratic() -> None:
     rng = random.Random(7)
     numbers = " ".join(f"{rng.randint(0, 10**6)}.{rng.randint(0, 99)}" for _ in range(10_000))
     words = " ".join(f"w{rng.randint(0, 10**6)}" for _ in range(10_000))
-    start = time.perf_counter()
     lexical.informative_recall(numbers, numbers[::-1], ignore=words)
     lexical.keyword_containment(words.split()[:5_000], words + " " + numbers)
     lexical.response_faithfulness(
         {"response": numbers, "expected_keywords": [], "tool_calls": [{"result": numbers.split(), "arguments": {}}]}
     )
     # pairwise matching took minutes on these (10,000 x 10,000 comparisons each); indexed, well under a second
-    assert time.perf_counter() - start < 10.0
+    # (about a second on this 2-core machine; the timeout only catches a return to the quadratic version)
 
 
+@pytest.mark.timeout(120)  # a hang guard: names.count() per column was quadratic, hours for this header
 def test_csv_header_checks_are_linear_and_bounded() -> None:
     many = ",".join(["test_id"] * 200_000) + ",query,expected_tool,expected_args,expected_response_contains\n"
-    start = time.perf_counter()
     with pytest.raises(CsvValidationError) as refused:
         parse_csv_suite(many.encode(), limits=CsvLimits(max_columns=1_000_000))
-    assert time.perf_counter() - start < 10.0  # names.count() per column was quadratic: hours for this header
     assert [(p.row, p.column, p.message) for p in refused.value.problems] == [
         (1, "test_id", "column appears more than once")
     ]

@@ -115,3 +115,5 @@ async def test_bad_config_fails_the_task_naming_the_field(green_url: str, config
     outcome = await assess(green_url, "http://127.0.0.1:9", config)
     assert outcome.state == "failed"
     assert message in (outcome.error or "")
+    # A config problem found when the battle selects its tasks is the config's, not the harness's.
+    assert (outcome.error or "").startswith("configuration error:"), outcome.error

@@ -111,3 +111,24 @@ def test_remote_config_under_an_old_name_replaces_the_default() -> None:
     assert parse_remote_battle_config(remote_config_dict(default), BattleConfig()) == default
     with pytest.raises(ConfigError, match="both given"):
         parse_remote_battle_config({"task_id": 7, "task_index": 8}, default)
+
+
+def test_the_green_agent_reads_the_battle_part_of_a_scenario_and_refuses_misspelt_tables(tmp_path: Path) -> None:
+    from green_agent.engine.config import SCENARIO_TABLES, load_battle_config
+
+    good = tmp_path / "good.toml"
+    good.write_text(
+        '[pass_k_config]\nk = 2\ntask_id = 3\n[user_simulator]\ntemperature = 0.5\n[white_agent]\nkind = "flaky"\n'
+    )
+    config = load_battle_config(good)
+    assert (config.k, config.task_index, config.user_simulator.temperature) == (2, 3, 0.5)
+    misspelt = tmp_path / "misspelt.toml"
+    misspelt.write_text("[pass_k_confg]\nk = 2\n")
+    with pytest.raises(ConfigError, match="pass_k_confg: not a scenario table"):
+        load_battle_config(misspelt)
+    not_a_table = tmp_path / "scalar.toml"
+    not_a_table.write_text("pass_k_config = 5\n")
+    with pytest.raises(ConfigError, match="pass_k_config: expected a table"):
+        load_battle_config(not_a_table)
+    # The launcher's schema and the green agent's list of tables name the same keys.
+    assert set(Scenario.model_fields) | {"user_simulator"} == SCENARIO_TABLES

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from green_agent.body_limits import json_shape_problem
 from green_agent.engine.battle_ids import BattleIdError, validate_battle_id
 from green_agent.engine.config import ConfigError
 
@@ -188,6 +189,10 @@ class BattleStart(BaseModel):
         if raw in (None, "", {}):
             return None
         if isinstance(raw, str):
+            # JSON inside a JSON string: the body's shape check never saw it, so it is checked here before parsing.
+            problem = json_shape_problem(raw.encode("utf-8", "replace"))
+            if problem is not None:
+                raise AgentBeatsMessageError("task_config", problem, reason=ResultReason.CONFIG_INVALID)
             try:
                 raw = json.loads(raw)
             except ValueError:

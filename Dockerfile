@@ -40,7 +40,9 @@ RUN groupadd --system --gid 10001 arena \
 COPY --from=build /opt/arena /opt/arena
 WORKDIR /app
 COPY scenarios ./scenarios
-USER arena:arena
+# numeric, so that runtimes which check for a non-root user without reading /etc/passwd (Kubernetes'
+# runAsNonRoot) can tell: 10001 is the arena user and group created above
+USER 10001:10001
 # backend, white agent, green agent, green launcher, white launcher (the AgentBeats conventions)
 EXPOSE 9000 9004 9006 9111 9210
 CMD ["arena", "--help"]

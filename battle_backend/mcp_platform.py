@@ -54,6 +54,7 @@ from battle_backend.body_limits import JsonLimits
 from battle_backend.context import BackendContext
 from battle_backend.security import presented_token
 from battle_backend.settings import BackendSettings
+from battle_backend.timestamps import display_timestamp
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class EventLogged(BaseModel):
     status: str = Field(description="'logged to backend', as the AgentBeats platform answers")
     battle_id: str
     seq: int = Field(description="the event's position in the battle's interact_history (1-based)")
-    timestamp: str
+    timestamp: str = Field(description="the event's timestamp as ISO 8601 UTC text")
 
 
 class ResultReported(BaseModel):
@@ -96,7 +97,7 @@ class ResultReported(BaseModel):
     seq: int = Field(description="the result event's position in the battle's interact_history (1-based)")
     winner: str
     state: str = Field(description="the battle's state after the report: finished")
-    timestamp: str
+    timestamp: str = Field(description="the event's timestamp as ISO 8601 UTC text")
 
 
 class AgentReply(BaseModel):
@@ -278,7 +279,7 @@ def build_platform_server(backend: BackendGetter) -> MCPServer:
             record = await ctx.service.post_event(battle_id, event, payload, token)
         except ApiError as error:
             raise _tool_error(battle_id, error) from None
-        return record.seq, str(record.payload.get("timestamp", ""))
+        return record.seq, display_timestamp(record.payload.get("timestamp"))
 
     @server.tool()
     def echo(message: str) -> str:

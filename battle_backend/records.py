@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from battle_backend.timestamps import format_utc
+
 
 class BattleState(StrEnum):
     """A battle's life: queued -> running -> finished | error (queued -> error and queued -> finished also exist)."""
@@ -29,8 +31,8 @@ OPEN_STATES: tuple[BattleState, ...] = (BattleState.QUEUED, BattleState.RUNNING)
 
 
 def utc_now_iso() -> str:
-    """Timestamps in the AgentBeats format: ISO 8601, UTC, ``Z`` suffix."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Timestamps in the AgentBeats format: ISO 8601, UTC, ``Z`` suffix (see `battle_backend.timestamps`)."""
+    return format_utc(datetime.now(UTC))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from markupsafe import Markup
 
 from battle_backend.records import AgentRecord, BattleRecord, EventRecord
 from battle_backend.result_views import ArenaResultView, build_result_view, find_battle_result
+from battle_backend.timestamps import display_timestamp
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 STATIC_DIR = Path(__file__).parent / "static"
@@ -52,6 +53,7 @@ class Renderer:
         )
         self.env.filters["markdown"] = self.markdown
         self.env.filters["pretty_json"] = pretty_json
+        self.env.filters["display_time"] = display_timestamp
 
     def markdown(self, text: Any) -> Markup:
         """Markdown -> sanitised HTML (raw HTML in the markdown is allowed in, then cleaned like the rest)."""
@@ -91,6 +93,7 @@ def event_context(event: EventRecord) -> dict[str, Any]:
     markdown = payload.get("markdown_content")
     detail = payload.get("detail")
     reported_by = payload.get("reported_by")
+    timestamp = payload.get("timestamp")
     return {
         "seq": event.seq,
         "is_result": bool(payload.get("is_result")),
@@ -100,7 +103,8 @@ def event_context(event: EventRecord) -> dict[str, Any]:
         "has_detail": detail is not None and detail != {} and detail != [],
         "reported_by": str(reported_by) if reported_by is not None else "",
         "is_system": reported_by == "system",
-        "timestamp": str(payload.get("timestamp") or event.received_at),
+        # stored as posted (ISO text or Unix seconds), shown as ISO text; 0 is a time, not a missing one
+        "timestamp": display_timestamp(event.received_at if timestamp is None or timestamp == "" else timestamp),
         "winner": payload.get("winner"),
         "is_arena_result": bool(payload.get("is_result")) and find_battle_result(detail) is not None,
     }

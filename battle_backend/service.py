@@ -40,6 +40,7 @@ from battle_backend.store import (
     StartOutcome,
     TokenRejected,
 )
+from battle_backend.timestamps import result_finish_time
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ class BattleService:
         already over (400). A refused result leaves the battle open: the green agent's real result still counts.
         """
         payload = dict(posted)
-        if not payload.get("timestamp"):
+        if payload.get("timestamp") in (None, ""):  # a numeric 0 is a timestamp as sent, kept
             payload["timestamp"] = utc_now_iso()
         # in a worker thread: a result may be megabytes, and serialising it to measure it must not stall the loop
         size = await anyio.to_thread.run_sync(
@@ -198,7 +199,7 @@ class BattleService:
             finish = FinishSpec(
                 winner=event.winner or "draw",
                 detail=event.detail if event.detail is not None else {},
-                finish_time=str(payload["timestamp"]),
+                finish_time=result_finish_time(payload["timestamp"]),
             )
         try:
             record = await self.store.append_event(

@@ -3,15 +3,17 @@
 Fault choice (per attempt, at most one): ``u = Random(f"{seed}:{domain}:{task_id}:{attempt}").random()`` is compared
 with the cumulative rates walked in :data:`FAULTS` order; the first fault whose cumulative rate exceeds ``u`` is the
 attempt's fault, none when ``u`` is beyond the sum. The same Random then draws the turn at which turn-bound faults
-strike (``randrange(number of gold actions + 1)``, the last one being the final statement). Because the draw depends
+strike (``randrange(number of gold actions + 1)``, the last one being the final statement; in telecom the
+customer's own gold actions count too, each being one request to the user). Because the draw depends
 only on the seed and the attempt's identity, concurrency and arrival order never change which attempts fail.
 
 What each fault does (and the failure category the harness should report):
 
-``skip_action``      the last write action is left out (no write action: the last non-read one; none: no effect)
-                     -> task_incomplete
+``skip_action``      the last write action is left out (no write action: the last non-read one; none: no effect);
+                     in telecom that may be the customer's: the agent then never asks for it -> task_incomplete
 ``wrong_argument``   one argument of that same action is changed (ids first, e.g. ``"#W123"`` -> ``"#W123-x"``;
-                     a tool without arguments gets an unexpected one) -> task_incomplete
+                     a tool without arguments gets an unexpected one; a customer's action is asked for with the
+                     changed arguments) -> task_incomplete
 ``malformed_reply``  at the chosen turn a reply with no JSON action at all -> format_error
 ``no_reply``         at the chosen turn the agent sleeps ``no_reply_s`` (default 3600 s; cancelled at shutdown)
                      -> timeout
@@ -117,10 +119,11 @@ def choose_fault(
 
 
 def _target_action(gold: GoldTask) -> int | None:
-    """Index of the last write action, else of the last non-read one, else None."""
+    """Index in the script (``gold.steps``) of the last write action, else of the last non-read one, else None."""
+    steps = gold.steps or gold.actions
     for predicate in (lambda t: t == "write", lambda t: t != "read"):
-        for index in range(len(gold.actions) - 1, -1, -1):
-            if predicate(gold.actions[index].tool_type):
+        for index in range(len(steps) - 1, -1, -1):
+            if predicate(steps[index].tool_type):
                 return index
     return None
 
@@ -171,9 +174,10 @@ def faulty_script(gold: GoldTask, fault: str | None) -> ReplayScript:
         actions = script.actions[:target] + script.actions[target + 1 :]
         return replace(script, actions=actions)
     if fault == "wrong_argument" and target is not None:
-        name, arguments_json = script.actions[target]
-        corrupted, _key = corrupt_arguments(json.loads(arguments_json))
-        actions = (*script.actions[:target], (name, json.dumps(corrupted)), *script.actions[target + 1 :])
+        action = script.actions[target]
+        corrupted, _key = corrupt_arguments(action.arguments())
+        wrong = replace(action, arguments_json=json.dumps(corrupted))
+        actions = (*script.actions[:target], wrong, *script.actions[target + 1 :])
         return replace(script, actions=actions)
     if fault == "drop_final":
         return replace(script, final_content=DROPPED_FINAL_TEXT)
@@ -217,7 +221,8 @@ class FlakyAgent(ReplayAgent):
 
     def decide(self, arena: ArenaInfo, gold: GoldTask) -> FaultDecision:
         """The fault of this attempt (exposed so tests and reports can predict it)."""
-        return choose_fault(self._seed, arena.domain, arena.task_id, arena.attempt, self._rates, len(gold.actions) + 1)
+        n_turns = len(gold.steps or gold.actions) + 1
+        return choose_fault(self._seed, arena.domain, arena.task_id, arena.attempt, self._rates, n_turns)
 
     def start(self, state: ReplayState, arena: ArenaInfo, gold: GoldTask) -> None:
         """Decide the fault, then build the (possibly altered) script."""

@@ -1,4 +1,8 @@
-"""A tau2 task's gold solution, read from the installed ``tau2`` package: the assistant's actions and what to tell.
+"""A tau2 task's gold solution, read from the installed ``tau2`` package: the actions in order and what to tell.
+
+Telecom's tasks have two parties acting on the world: the agent (on the carrier's systems) and the customer (on their
+own phone, through tau2's user tools). :attr:`GoldTask.steps` keeps every gold action of both, in tau2's order, each
+with its ``requestor``; :attr:`GoldTask.actions` is the agent's share of them (all of them outside telecom).
 
 Why a module: replay and flaky both need it, and loading tau2 is slow and synchronous (callers run
 :func:`load_gold_task` in a thread). The per-(domain, split) index is cached at module level; it holds only immutable
@@ -33,6 +37,13 @@ class GoldAction:
     arguments_json: str
     tool_type: str
     """tau2's ToolType value of the tool: ``read``, ``write``, ``generic`` or ``think`` (``unknown`` if not found)."""
+    requestor: str = "assistant"
+    """Who performs it: ``assistant`` (the agent, with its tools) or ``user`` (the customer, with the user tools)."""
+
+    @property
+    def by_user(self) -> bool:
+        """True for the customer's own actions (telecom's device actions), which the agent can only ask for."""
+        return self.requestor == "user"
 
     def arguments(self) -> dict[str, Any]:
         """A fresh copy of the arguments (callers may modify it)."""
@@ -42,13 +53,16 @@ class GoldAction:
 
 @dataclass(frozen=True)
 class GoldTask:
-    """The assistant's gold actions in order and the strings the user must be told (``communicate_info``)."""
+    """The gold actions in order and the strings the user must be told (``communicate_info``)."""
 
     domain: str
     split: str | None
     task_id: str
     actions: tuple[GoldAction, ...]
+    """The agent's own gold actions, in order."""
     communicate_info: tuple[str, ...]
+    steps: tuple[GoldAction, ...] = ()
+    """Every gold action, the agent's and the customer's, in tau2's order (equal to ``actions`` outside telecom)."""
 
 
 def _quiet_tau2() -> None:
@@ -59,13 +73,14 @@ def _quiet_tau2() -> None:
     logger.disable("tau2")
 
 
-@functools.lru_cache(maxsize=8)
-def _tool_types(domain: str) -> Mapping[str, str]:
-    """Tool name -> ToolType value for the assistant toolkits of ``domain`` (built without a database)."""
+@functools.lru_cache(maxsize=16)
+def _tool_types(domain: str, module_name: str = "tools") -> Mapping[str, str]:
+    """Tool name -> ToolType value for the toolkits of ``domain`` in ``module_name`` (``tools``: the agent's,
+    ``user_tools``: the customer's), built without a database."""
     _quiet_tau2()
     from tau2.environment.toolkit import ToolKitBase
 
-    module = importlib.import_module(f"tau2.domains.{domain}.tools")
+    module = importlib.import_module(f"tau2.domains.{domain}.{module_name}")
     types: dict[str, str] = {}
     for value in vars(module).values():
         if inspect.isclass(value) and issubclass(value, ToolKitBase) and value.__module__ == module.__name__:
@@ -74,6 +89,17 @@ def _tool_types(domain: str) -> Mapping[str, str]:
             for tool_name in kit.tools:
                 types[tool_name] = kit.tool_type(tool_name).value
     return MappingProxyType(types)
+
+
+_TOOL_MODULES = {"assistant": "tools", "user": "user_tools"}
+"""Where each party's toolkit lives in a tau2 domain package."""
+
+
+def _types_or_none(domain: str, module_name: str) -> Mapping[str, str]:
+    try:
+        return _tool_types(domain, module_name)
+    except ModuleNotFoundError:  # domains without user tools
+        return MappingProxyType({})
 
 
 @functools.lru_cache(maxsize=16)
@@ -90,25 +116,27 @@ def _task_index(domain: str, split: str | None) -> Mapping[str, GoldTask]:
         tasks = environment.get_tasks(split)
     except ValueError as error:
         raise GoldTaskNotFound(f"domain {domain!r} has no split {split!r}: {error}") from None
-    try:
-        types = _tool_types(domain)
-    except ModuleNotFoundError:
-        types = MappingProxyType({})
+    types = {requestor: _types_or_none(domain, module) for requestor, module in _TOOL_MODULES.items()}
     index: dict[str, GoldTask] = {}
     for task in tasks:
         criteria = task.evaluation_criteria
-        actions = tuple(
+        steps = tuple(
             GoldAction(
                 name=action.name,
                 arguments_json=json.dumps(action.arguments),
-                tool_type=types.get(action.name, "unknown"),
+                tool_type=types.get(str(action.requestor), {}).get(action.name, "unknown"),
+                requestor=str(action.requestor),
             )
             for action in ((criteria.actions or []) if criteria else [])
-            if action.requestor == "assistant"
         )
         info = tuple((criteria.communicate_info or []) if criteria else [])
         index[str(task.id)] = GoldTask(
-            domain=domain, split=split, task_id=str(task.id), actions=actions, communicate_info=info
+            domain=domain,
+            split=split,
+            task_id=str(task.id),
+            actions=tuple(step for step in steps if step.requestor == "assistant"),
+            communicate_info=info,
+            steps=steps,
         )
     return MappingProxyType(index)
 

@@ -1,13 +1,14 @@
 """The ``llm`` white agent: a tool-calling agent over any OpenAI-compatible chat-completions endpoint.
 
-Why native tool calling: the green agent sends the tools as OpenAI function schemas in a data part, so the model
-gets them as real ``tools`` and we only translate between the harness's one-action-per-turn text protocol and the
-chat history:
+Why native tool calling: the green agent sends the tools as OpenAI function schemas (Arena in a data part, the public
+green agents as a JSON list in the first message's text, recovered by :func:`white_agent.protocol.parse_green_message`),
+so the model gets them as real ``tools`` and we only translate between the harness's one-action-per-turn text
+protocol and the chat history:
 
-* first turn: system = the policy (data part, else the text before "User message:") + a short instruction;
-  the user's text becomes a ``user`` message;
-* "Tool call result:" turns become a ``tool`` message answering the pending tool call id;
-* "User message:" turns become ``user`` messages;
+* first turn: system = the policy (data part, else the text before the tools list or before "User message:") + a
+  short instruction; the user's text becomes a ``user`` message;
+* tool-result turns ("Tool call result:", tau2's "tool: ") become a ``tool`` message answering the pending tool call;
+* user turns ("User message:", tau2's "user: ") become ``user`` messages;
 * the model's first tool call becomes a ``<json>`` action (only that call is kept in the history, so the next tool
   result answers it); plain text becomes a ``respond`` action.
 
@@ -82,7 +83,7 @@ class LlmAgentSettings(BaseModel):
 
 @dataclass
 class Conversation:
-    """One context's chat history and the tool call id the next "Tool call result:" answers."""
+    """One context's chat history and the tool call id the next tool-result turn answers."""
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None

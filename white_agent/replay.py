@@ -5,15 +5,22 @@ environment, scoring) is sound before anyone trusts its verdict on a real agent.
 playing only from the ``arena`` block the green agent sends in the first message of a calibration attempt; it
 ignores what the tool results and the user say.
 
-Per conversation (A2A context id, bounded LRU): one gold assistant action per turn, in order; then one ``respond``
+Per conversation (A2A context id, bounded LRU): one gold action per turn, in tau2's order; then one ``respond``
 whose content holds every ``communicate_info`` string verbatim, as a statement without a question mark (tau2's
 check is a case-insensitive substring test on the message with its commas removed, so the strings are joined with
 "; "); afterwards a short closing statement for anything else.
 
-Tool mode "mcp" (the first message carries an ``mcp`` endpoint): the gold actions are performed as MCP tool calls
-on the attempt's endpoint, in order, during the first turn that has actions left; the A2A reply to that turn is
-already the final statement. The trajectory the green agent records is the same as in text mode (the same calls in
-the same order, then the same message), so the score is too.
+Dual control (telecom): a gold action whose requestor is the user is something the customer does on their own
+phone, with tools only the user has. The agent cannot call it; it asks for it in words, in a ``respond`` turn that
+names the user tool and, when it takes arguments, gives them as JSON (:func:`ask_user_text`), e.g. "Please do this
+on your phone: set_network_mode_preference with {"mode": "4g_5g_preferred"}. Let me know when it is done." The
+simulated user runs it (the scripted user with exactly these arguments; an LLM user as it understands the request)
+and the script goes on with the next gold action.
+
+Tool mode "mcp" (the first message carries an ``mcp`` endpoint): the agent's gold actions are performed as MCP tool
+calls on the attempt's endpoint, in order, during a turn, up to the next action that is the user's; the A2A reply to
+that turn is then the request to the user, or the final statement when none is left. The trajectory the green agent
+records is the same as in text mode (the same calls in the same order, then the same messages), so the score is too.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.gold import GoldTask, GoldTaskNotFound, load_gold_task
@@ -49,6 +57,12 @@ COMPLETED_TEXT = "Your request has been completed."
 CLOSING_TEXT = "Thank you for contacting us. Have a great day."
 
 
+def ask_user_text(name: str, arguments: dict[str, object]) -> str:
+    """The request for the customer's own action ``name``: the user tool's exact name, its arguments as JSON."""
+    given = f" with {json.dumps(arguments, ensure_ascii=False)}" if arguments else ""
+    return f"Please do this on your phone: {name}{given}. Let me know when it is done."
+
+
 def final_statement(communicate_info: Sequence[str]) -> str:
     """The final message to the user: a statement carrying each string verbatim (no commas added, no question)."""
     if not communicate_info:
@@ -57,17 +71,38 @@ def final_statement(communicate_info: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True)
-class ReplayScript:
-    """What one attempt will say: the tool calls in order (name, arguments as JSON text) and the final content."""
+class ScriptAction:
+    """One scripted action: a tool call of the agent's, or (``by_user``) a request that the customer do it."""
 
-    actions: tuple[tuple[str, str], ...]
+    name: str
+    arguments_json: str
+    by_user: bool = False
+
+    def arguments(self) -> dict[str, Any]:
+        """A fresh copy of the arguments."""
+        value: dict[str, Any] = json.loads(self.arguments_json)
+        return value
+
+    def reply(self) -> str:
+        """The reply that performs it: the tool call, or the request to the user."""
+        if self.by_user:
+            return format_respond(ask_user_text(self.name, self.arguments()))
+        return format_action(self.name, self.arguments())
+
+
+@dataclass(frozen=True)
+class ReplayScript:
+    """What one attempt will do: the actions in order (the agent's and the customer's) and the final content."""
+
+    actions: tuple[ScriptAction, ...]
     final_content: str
 
     @classmethod
     def from_gold(cls, gold: GoldTask) -> ReplayScript:
         """The faithful script of a gold task."""
+        steps = gold.steps or gold.actions
         return cls(
-            actions=tuple((a.name, a.arguments_json) for a in gold.actions),
+            actions=tuple(ScriptAction(a.name, a.arguments_json, a.by_user) for a in steps),
             final_content=final_statement(gold.communicate_info),
         )
 
@@ -129,18 +164,19 @@ class ReplayAgent:
             return await self.advance(state)
 
     async def call_over_mcp(self, state: ReplayState, endpoint: McpEndpointInfo) -> None:
-        """Perform the script's remaining tool calls on the MCP endpoint, in order (results are not read)."""
+        """Perform the script's tool calls on the MCP endpoint, in order, up to the next action that is the user's
+        (results are not read)."""
         script = state.script
         assert script is not None
-        if state.step >= len(script.actions):
+        if state.step >= len(script.actions) or script.actions[state.step].by_user:
             return
         async with self._mcp.open(endpoint) as client:
-            while state.step < len(script.actions):
-                name, arguments_json = script.actions[state.step]
+            while state.step < len(script.actions) and not script.actions[state.step].by_user:
+                action = script.actions[state.step]
                 try:
-                    await client.call_tool(name, json.loads(arguments_json))
+                    await client.call_tool(action.name, action.arguments())
                 except Exception as error:  # transport/protocol failures end the attempt
-                    raise McpToolsError(f"calling {name}: {describe_mcp_error(error)}") from error
+                    raise McpToolsError(f"calling {action.name}: {describe_mcp_error(error)}") from error
                 state.step += 1
 
     def start(self, state: ReplayState, arena: ArenaInfo, gold: GoldTask) -> None:
@@ -154,13 +190,13 @@ class ReplayAgent:
 
     @staticmethod
     def next_scripted(state: ReplayState) -> AgentReply:
-        """The next gold action, else the final statement, else the closing statement."""
+        """The next gold action (or request to the user), else the final statement, else the closing statement."""
         script = state.script
         assert script is not None
         if state.step < len(script.actions):
-            name, arguments_json = script.actions[state.step]
+            action = script.actions[state.step]
             state.step += 1
-            return AgentReply(format_action(name, json.loads(arguments_json)))
+            return AgentReply(action.reply())
         if not state.final_sent:
             state.final_sent = True
             return AgentReply(format_respond(script.final_content))

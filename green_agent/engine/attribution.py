@@ -20,15 +20,22 @@ Rules for an attempt the loop ended early (:func:`stop_for_error`, in order):
 
 Rules for a scored attempt (:func:`classify_scored`):
 1. Reward within 1e-6 of 1 is a success.
-2. A failed score is explained by the reward breakdown: database wrong -> ``task_incomplete``; database right but
-   required information not told -> ``missing_outputs`` (none told) / ``incomplete_outputs`` (some told); failed
-   actions or environment assertions -> ``task_incomplete``; anything else -> ``unknown_failure``.
+2. A failed score is explained by the first failed check, in the order DB, COMMUNICATE, ACTION, ENV_ASSERTION,
+   among the checks of the task's reward basis only (tau2 runs every check, but only those in the basis count: a
+   telecom task scored on environment assertions is never blamed for a database mismatch). Database wrong ->
+   ``task_incomplete``; required information not told -> ``missing_outputs`` (none told) / ``incomplete_outputs``
+   (some told); gold actions missed -> ``task_incomplete`` naming the missed actions; environment assertions failed
+   -> ``task_incomplete`` naming the failed assertions (details bounded to :data:`MAX_DETAIL_CHARS`). No failed
+   check in the basis -> ``unknown_failure``. A breakdown without a reward basis (written before it was recorded)
+   is read as before: every check counts, and the details give the counts only.
 3. tau2's evaluator failing is a ``harness_error`` / harness (:func:`scoring_failed`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from green_agent.engine.config import BattleConfig
 from green_agent.engine.results import Failure, FailureCategory, FaultAuthor, RewardBreakdown, TerminationReason
@@ -44,6 +51,13 @@ from green_agent.engine.white_client import (
 
 SUCCESS_TOLERANCE = 1e-6
 """tau2's trial success rule: |reward - 1| <= 1e-6."""
+
+MAX_DETAIL_CHARS = 500
+"""Longest failure detail naming failed checks (their arguments come from tau2's task data); longer ones are cut."""
+MAX_ARGUMENT_CHARS = 60
+"""Longest argument value shown in a named check."""
+ENV_TYPE_PLACES = {"user": " on the user's device", "assistant": " in the agent's database"}
+"""Where an environment assertion was checked, by tau2's ``env_type``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,17 +177,84 @@ def scoring_failed(error: Exception, termination: TerminationReason) -> EarlySto
     return EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, f"tau2 evaluator failed: {error}", termination)
 
 
+def _shown_value(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_ARGUMENT_CHARS else text[: MAX_ARGUMENT_CHARS - 3] + "..."
+
+
+def _shown_call(name: Any, arguments: Any, shown_keys: Any = None) -> str:
+    """``name(key=value, ...)`` with Python reprs of the values (all of them, or only ``shown_keys``)."""
+    items = list(arguments.items()) if isinstance(arguments, Mapping) else []
+    if isinstance(shown_keys, list):
+        items = [(key, value) for key, value in items if key in shown_keys]
+    return f"{name}({', '.join(f'{key}={_shown_value(value)}' for key, value in items)})"
+
+
+def _entries(raw: Mapping[str, Any], key: str, inner: str) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """(check, what it checked) for each well-formed entry of the RewardInfo list ``raw[key]``."""
+    entries = raw.get(key)
+    if not isinstance(entries, list):
+        return []
+    return [
+        (entry, entry[inner])
+        for entry in entries
+        if isinstance(entry, Mapping) and isinstance(entry.get(inner), Mapping)
+    ]
+
+
+def _missed_actions(raw: Mapping[str, Any]) -> list[str]:
+    """The gold actions tau2 found no matching tool call for, with the arguments it compares."""
+    missed = []
+    for check, action in _entries(raw, "action_checks", "action"):
+        if not check.get("action_match"):
+            by_user = " by the user" if action.get("requestor") == "user" else ""
+            missed.append(
+                _shown_call(action.get("name"), action.get("arguments"), action.get("compare_args")) + by_user
+            )
+    return missed
+
+
+def _failed_assertions(raw: Mapping[str, Any]) -> list[str]:
+    """The environment assertions that did not hold, where they were checked (``not`` for an expected False)."""
+    failed = []
+    for check, assertion in _entries(raw, "env_assertions", "env_assertion"):
+        if not check.get("met"):
+            negated = "not " if assertion.get("assert_value") is False else ""
+            place = ENV_TYPE_PLACES.get(str(assertion.get("env_type")), "")
+            failed.append(negated + _shown_call(assertion.get("func_name"), assertion.get("arguments")) + place)
+    return failed
+
+
+def _named(counts: str, label: str, names: list[str]) -> str:
+    """``counts; label: name; name`` cut to :data:`MAX_DETAIL_CHARS` (just ``counts`` when nothing is named)."""
+    if not names:
+        return counts
+    detail = f"{counts}; {label}: {'; '.join(names)}"
+    return detail if len(detail) <= MAX_DETAIL_CHARS else detail[: MAX_DETAIL_CHARS - 3] + "..."
+
+
+def _short(met: int, total: int) -> bool:
+    """Some of ``total`` checks (at least one) not met."""
+    return total > 0 and met < total
+
+
 def classify_scored(breakdown: RewardBreakdown) -> Failure | None:
-    """Explain a scored attempt: ``None`` for a success, else the failure the breakdown shows."""
+    """Explain a scored attempt: ``None`` for a success, else the failure the breakdown shows (rule 2 above)."""
     if is_success(breakdown.reward):
         return None
-    if breakdown.db_match is False:
+    basis = set(breakdown.reward_basis)
+    named = bool(basis)  # no basis: a record from before it was kept, explained exactly as it was then
+
+    def counts(check: str) -> bool:
+        return not basis or check in basis
+
+    if counts("DB") and breakdown.db_match is False:
         return Failure(
             category=FailureCategory.TASK_INCOMPLETE,
             fault_author=FaultAuthor.WHITE_AGENT,
             detail="conversation ended but the database state differs from the goal state",
         )
-    if breakdown.communicate_total and breakdown.communicate_met < breakdown.communicate_total:
+    if counts("COMMUNICATE") and _short(breakdown.communicate_met, breakdown.communicate_total):
         told, total = breakdown.communicate_met, breakdown.communicate_total
         category = FailureCategory.MISSING_OUTPUTS if told == 0 else FailureCategory.INCOMPLETE_OUTPUTS
         return Failure(
@@ -181,17 +262,19 @@ def classify_scored(breakdown: RewardBreakdown) -> Failure | None:
             fault_author=FaultAuthor.WHITE_AGENT,
             detail=f"required information told to the user: {told} of {total}",
         )
-    if breakdown.action_total and breakdown.action_met < breakdown.action_total:
+    if counts("ACTION") and _short(breakdown.action_met, breakdown.action_total):
+        detail = f"expected actions performed: {breakdown.action_met} of {breakdown.action_total}"
         return Failure(
             category=FailureCategory.TASK_INCOMPLETE,
             fault_author=FaultAuthor.WHITE_AGENT,
-            detail=f"expected actions performed: {breakdown.action_met} of {breakdown.action_total}",
+            detail=_named(detail, "missed", _missed_actions(breakdown.raw)) if named else detail,
         )
-    if breakdown.env_assertions_total and breakdown.env_assertions_met < breakdown.env_assertions_total:
+    if counts("ENV_ASSERTION") and _short(breakdown.env_assertions_met, breakdown.env_assertions_total):
+        detail = f"environment assertions met: {breakdown.env_assertions_met} of {breakdown.env_assertions_total}"
         return Failure(
             category=FailureCategory.TASK_INCOMPLETE,
             fault_author=FaultAuthor.WHITE_AGENT,
-            detail=(f"environment assertions met: {breakdown.env_assertions_met} of {breakdown.env_assertions_total}"),
+            detail=_named(detail, "failed", _failed_assertions(breakdown.raw)) if named else detail,
         )
     return Failure(
         category=FailureCategory.UNKNOWN_FAILURE,

@@ -24,7 +24,8 @@ from green_agent.engine.channels import a2a_channels
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.events import BattleEvent, EventSink, fan_out, utc_now
 from green_agent.engine.report import render_markdown, write_run_dir
-from green_agent.engine.results import AttemptResult, BattleResult, ResultStatus
+from green_agent.engine.results import AttemptResult, BattleResult, GoldGap, ResultStatus
+from green_agent.engine.tau.gold_gaps import gold_gap
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.engine.tau.tasks import TaskRef, select_tasks
@@ -254,4 +255,15 @@ class Battle:
             summary=summary,
             failure_breakdown=dict(sorted(failures.items())),
             infrastructure_errors=sum(1 for a in attempts if a.outcome == "infra_error"),
+            gold_gaps=self._gold_gaps(refs),
         )
+
+    def _gold_gaps(self, refs: list[TaskRef]) -> list[GoldGap]:
+        """The calibration battle's tasks whose gold solution cannot pass (none listed outside calibration)."""
+        if not self.config.calibration:
+            return []
+        return [
+            GoldGap(task_key=ref.key, task_id=ref.task_id, reason=reason)
+            for ref in refs
+            if (reason := gold_gap(ref.domain, ref.task_id)) is not None
+        ]

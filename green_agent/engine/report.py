@@ -140,11 +140,22 @@ def render_markdown(result: BattleResult) -> str:
         "",
         "Failure breakdown: " + (", ".join(f"{c} x{n}" for c, n in result.failure_breakdown.items()) or "none"),
         "",
-        "## Per task",
-        "",
     ]
+    gaps = {gap.task_key: gap for gap in result.gold_gaps}
+    if gaps:
+        lines += [
+            "## Tasks whose gold solution cannot pass (tau2's data)",
+            "",
+            "Expected to fail in a calibration battle; not a harness bug:",
+            "",
+        ]
+        lines += [f"- {gap.task_key} (tau2 id {gap.task_id}): {gap.reason}" for gap in gaps.values()]
+        lines.append("")
+    lines += ["## Per task", ""]
     for key, attempts in tasks.items():
         lines += _task_section(key, attempts, k)
+        if key in gaps:
+            lines[-1:-1] = [f"- ⚠️ Known tau2 data gap, expected to fail: {gaps[key].reason}"]
     return "\n".join(lines).rstrip() + "\n"
 
 

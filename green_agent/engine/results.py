@@ -147,6 +147,18 @@ class AttemptResult(BaseModel):
         return f"{self.domain}/{self.split or '-'}/{self.task_index}"
 
 
+class GoldGap(BaseModel):
+    """A task in the battle whose own gold solution cannot pass tau2's evaluator, because of tau2's data.
+
+    Listed in calibration battles, where every other attempt must score 1.0: the attempts of such a task are scored
+    as tau2 says (they fail), and this says why that is expected."""
+
+    task_key: str
+    """``domain/split/index``, as in :attr:`AttemptResult.task_key`."""
+    task_id: str
+    reason: str
+
+
 def _require_schema_key(schema: dict[str, Any]) -> None:
     schema["required"] = ["schema", *(name for name in schema.get("required", []) if name != "schema")]
 
@@ -177,6 +189,9 @@ class BattleResult(BaseModel):
     infrastructure_errors: int
     status: ResultStatus = "completed"
     error: str | None = None
+    gold_gaps: list[GoldGap] = Field(default_factory=list, exclude_if=lambda gaps: not gaps)
+    """Calibration battles only: the battle's tasks whose gold solution cannot pass (tau2's data), with why. Left
+    out of the JSON when empty, so results without such a task read and write exactly as before the key existed."""
 
 
 def _open_content(node: Any) -> None:

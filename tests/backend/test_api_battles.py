@@ -3,9 +3,19 @@ events, the result, ELO and unlocking."""
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+import json
+import re
+from typing import Any
 
+import pytest
+from websockets.asyncio.client import connect
+
+from battle_backend.records import EventRecord, utc_now_iso
+from battle_backend.rendering import event_context
+from battle_backend.timestamps import display_timestamp, result_finish_time
 from tests.backend.conftest import Arena, RunningBackend, progress, result
+from tests.backend.test_live_updates import Sse, next_update, read_sse
 
 
 async def test_create_battle_is_queued_then_runs(arena: Arena) -> None:
@@ -232,7 +242,7 @@ async def test_agent_without_launcher_needs_no_reset(arena: Arena) -> None:
 
 @pytest.mark.parametrize(
     ("timestamp", "status"),
-    [(1763769600, 204), (1763769600.25, 204), ("2026-11-22T00:00:00Z", 204), (True, 422), ({"t": 1}, 422)],
+    [(1763769600, 204), (1763769600.25, 204), (0, 204), ("2026-11-22T00:00:00Z", 204), (True, 422), ({"t": 1}, 422)],
 )
 async def test_progress_timestamps_are_iso_text_or_unix_numbers(arena: Arena, timestamp: object, status: int) -> None:
     """AgentBeats 1.2.6 takes a numeric timestamp (204); so do we, storing it as posted. Other types name the field."""
@@ -246,3 +256,151 @@ async def test_progress_timestamps_are_iso_text_or_unix_numbers(arena: Arena, ti
         return
     events = [e for e in (await arena.get(battle_id))["interact_history"] if e.get("message") == "numbered"]
     assert [e["timestamp"] for e in events] == [timestamp]
+
+
+# --- numeric timestamps: stored as posted, shown as ISO 8601 UTC text ---------------------------------------------
+ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
+"""The backend's one ISO format (utc_now_iso): microseconds, ``Z``."""
+
+
+@pytest.mark.parametrize(
+    ("posted", "shown"),
+    [
+        (1763769600, "2025-11-22T00:00:00.000000Z"),
+        (1763769600.25, "2025-11-22T00:00:00.250000Z"),
+        (1763769600.0000004, "2025-11-22T00:00:00.000000Z"),  # rounded to microseconds
+        (0, "1970-01-01T00:00:00.000000Z"),
+        (-1, "1969-12-31T23:59:59.000000Z"),  # before 1970 is still a time
+        (253402300799, "9999-12-31T23:59:59.000000Z"),
+        (-62135596800, "0001-01-01T00:00:00.000000Z"),
+        (253402300800, "253402300800"),  # past year 9999: no date holds it, shown as posted
+        (-62135596801, "-62135596801"),  # before year 1
+        (10**40, str(10**40)),
+        (1e300, "1e+300"),
+        (float("nan"), "nan"),  # refused at the API (400); never crashes a page either
+        ("2026-11-22T00:00:00Z", "2026-11-22T00:00:00Z"),  # text: as posted
+        ("yesterday", "yesterday"),
+        (None, ""),
+    ],
+)
+def test_display_timestamp(posted: object, shown: str) -> None:
+    assert display_timestamp(posted) == shown
+
+
+def test_iso_text_has_the_format_of_utc_now_iso() -> None:
+    assert ISO_UTC.match(utc_now_iso())
+    assert ISO_UTC.match(display_timestamp(1763769600.5))
+    assert ISO_UTC.match(result_finish_time(1e300))  # no date holds it: the time of receipt
+    assert result_finish_time(1763769601.5) == "2025-11-22T00:00:01.500000Z"
+    assert result_finish_time("2026-11-22T00:00:01Z") == "2026-11-22T00:00:01Z"
+
+
+def test_timeline_entry_shows_zero_as_1970_and_a_missing_timestamp_as_the_receipt_time() -> None:
+    def shown(payload: dict[str, Any]) -> str:
+        event = EventRecord(battle_id="b", seq=1, payload=payload, received_at="2026-11-22T01:02:03.000000Z")
+        return str(event_context(event)["timestamp"])
+
+    assert shown({"is_result": False, "timestamp": 0}) == "1970-01-01T00:00:00.000000Z"
+    assert shown({"is_result": False, "timestamp": 0.0}) == "1970-01-01T00:00:00.000000Z"
+    assert shown({"is_result": False}) == shown({"is_result": False, "timestamp": ""}) == "2026-11-22T01:02:03.000000Z"
+
+
+async def test_numeric_timestamps_are_iso_on_the_page_and_in_live_updates_and_stored_as_posted(arena: Arena) -> None:
+    green, white = await arena.pair()
+    battle_id = await arena.battle(green, ("white_agent", white))
+    await arena.started(green, battle_id)
+    collected: list[Sse] = []
+
+    async def listen() -> None:
+        async with arena.client.stream("GET", f"/battles/{battle_id}/events", params={"since": 0}) as response:
+            async for sse in read_sse(response):
+                collected.append(sse)
+                if sse.event == "end":
+                    return
+
+    listener = asyncio.create_task(listen())
+    async with connect(arena.backend.url.replace("http://", "ws://") + "/ws/battles") as ws:
+        assert (await arena.post(battle_id, progress("int", timestamp=1763769600))).status_code == 204
+        assert (await arena.post(battle_id, progress("float", timestamp=1763769600.25))).status_code == 204
+        assert (await arena.post(battle_id, result("white_agent", timestamp=1763769601.5))).status_code == 204
+        pushed = await next_update(ws, battle_id, lambda b: b["state"] == "finished")
+    async with asyncio.timeout(30):
+        await listener
+
+    # Stored and served by the API exactly as posted (type included); finish_time is ISO text.
+    battle = await arena.get(battle_id)
+    for record in (battle, pushed):  # GET /battles/{id} and the WebSocket's AgentBeats record alike
+        posted = [e for e in record["interact_history"] if e.get("reported_by") == "green"]
+        assert [(e["timestamp"], type(e["timestamp"])) for e in posted] == [
+            (1763769600, int),
+            (1763769600.25, float),
+            (1763769601.5, float),
+        ]
+        assert record["result"]["finish_time"] == "2025-11-22T00:00:01.500000Z"
+
+    # The battle page shows ISO text in the timeline and the result line.
+    page = (await arena.client.get(f"/ui/battles/{battle_id}")).text
+    for iso in ("2025-11-22T00:00:00.000000Z", "2025-11-22T00:00:00.250000Z", "2025-11-22T00:00:01.500000Z"):
+        assert f"<time>{iso}</time>" in page
+    assert "finished <time>2025-11-22T00:00:01.500000Z</time>" in page
+    assert "1763769600" not in page and "1763769601" not in page
+
+    # The live channel the page uses (SSE): fragments with ISO text; the raw event beside them as posted.
+    live = {p["event"]["message"]: p for p in (json.loads(s.data) for s in collected if s.event == "battle_event")}
+    assert "<time>2025-11-22T00:00:00.000000Z</time>" in live["int"]["html"]
+    assert "<time>2025-11-22T00:00:00.250000Z</time>" in live["float"]["html"]
+    assert "<time>2025-11-22T00:00:01.500000Z</time>" in live["done"]["html"]
+    assert [live[m]["event"]["timestamp"] for m in ("int", "float", "done")] == [
+        1763769600,
+        1763769600.25,
+        1763769601.5,
+    ]
+    states = [json.loads(s.data) for s in collected if s.event == "battle_state"]
+    assert "finished <time>2025-11-22T00:00:01.500000Z</time>" in states[-1]["result_html"]
+
+
+async def test_timestamp_numbers_no_date_can_hold_are_accepted_and_shown_as_posted(arena: Arena) -> None:
+    """Decision: AgentBeats 1.2.6 stores any timestamp (204), so do we; a finite number outside years 1-9999 is
+    shown as its own text, and a result's finish_time falls back to the time the backend received it."""
+    green, white = await arena.pair()
+    battle_id = await arena.battle(green, ("white_agent", white))
+    await arena.started(green, battle_id)
+    hostile: list[tuple[object, str]] = [
+        (253402300800, "253402300800"),
+        (-62135596801, "-62135596801"),
+        (10**40, str(10**40)),
+        (-1e300, "-1e+300"),
+        (-1, "1969-12-31T23:59:59.000000Z"),
+    ]
+    for number, _ in hostile:
+        response = await arena.post(battle_id, progress(f"at {number}", timestamp=number))
+        assert response.status_code == 204, response.text
+    before = utc_now_iso()
+    assert (await arena.post(battle_id, result("white_agent", timestamp=1e300))).status_code == 204
+    after = utc_now_iso()
+
+    battle = await arena.get(battle_id)
+    posted = [e for e in battle["interact_history"] if e.get("reported_by") == "green"]
+    assert [e["timestamp"] for e in posted] == [number for number, _ in hostile] + [1e300]
+    finish_time = battle["result"]["finish_time"]
+    assert ISO_UTC.match(finish_time) and before <= finish_time <= after, finish_time
+
+    response = await arena.client.get(f"/ui/battles/{battle_id}")
+    assert response.status_code == 200
+    for _, shown in [*hostile, (1e300, "1e+300")]:
+        assert f"<time>{shown}</time>" in response.text
+    assert f"finished <time>{finish_time}</time>" in response.text
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+async def test_non_finite_timestamps_are_refused_naming_timestamp(arena: Arena, number: str) -> None:
+    green, white = await arena.pair()
+    battle_id = await arena.battle(green, ("white_agent", white))
+    await arena.started(green, battle_id)
+    body = '{"is_result": false, "message": "x", "reported_by": "green", "timestamp": ' + number + "}"
+    response = await arena.client.post(
+        f"/battles/{battle_id}", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    assert [e["loc"] for e in response.json()["detail"]] == [["body", "timestamp"]]
+    assert [e for e in (await arena.get(battle_id))["interact_history"] if e.get("message") == "x"] == []

@@ -449,7 +449,10 @@ def test_dockerfile_is_multi_stage_slim_non_root_and_prints_help_by_default() ->
     assert any("pip install ." in line for line in build)
     assert any(line.startswith("COPY --from=build /opt/arena /opt/arena") for line in runtime)
     users = [line.split()[1] for line in runtime if line.startswith("USER ")]
-    assert users and users[-1].split(":")[0] not in ("root", "0")
+    # numeric (Kubernetes' runAsNonRoot cannot check a name), not root, and the uid/gid the image created
+    assert users and re.fullmatch(r"[1-9][0-9]*:[1-9][0-9]*", users[-1]), users
+    uid, gid = users[-1].split(":")
+    assert f"--uid {uid} " in text and f"--gid {gid} " in text
     assert runtime[-1] == 'CMD ["arena", "--help"]'
     expose = [int(p) for line in runtime if line.startswith("EXPOSE ") for p in line.split()[1:]]
     assert sorted(expose) == sorted(CONVENTION_PORTS.values())
@@ -627,3 +630,13 @@ def test_reference_white_agent_can_still_be_asked_for_in_byo_mode(
 ) -> None:
     project = interpolate(merge_compose(compose_raw, byo_raw), {})
     assert "white" in active_services(project, {"reference-white"})
+
+
+def test_readme_states_the_compose_version_the_files_need() -> None:
+    """``depends_on: {required: false}`` (compose.byo-white.yml) exists since Compose v2.20; older Compose, e.g.
+    Debian's docker-compose 1.29, rejects the files, so the README must say which version is needed."""
+    uses_required = any("required:" in path.read_text(encoding="utf-8") for path in REPO.glob("*compose*.yml"))
+    assert uses_required
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"Compose v2\.20 or newer", readme)
+    assert re.search(r"docker-compose`? 1\.29", readme)

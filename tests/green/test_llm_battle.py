@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,55 @@ async def test_llm_user_without_key_is_refused_before_start(runs_dir: Path, monk
     assert outcome.state == "failed"
     assert "ARENA_TEST_USER_KEY" in (outcome.error or "")
     assert outcome.result is None
+
+
+ASK = re.compile(r"Please do this on your phone: ([a-z_]+)(?: with (\{.*\}))?\. Let me know")
+
+
+def tool_calling_user(calls: list[tuple[str, dict[str, Any]]]) -> Any:
+    """A scripted telecom customer: does on the phone what the agent asks (a tool call), then says it is done."""
+
+    def script(request: dict[str, Any]) -> Any:
+        last = request["messages"][-1]
+        if last["role"] == "tool":  # tau2's rule: the user's tool output comes back to the user, who then answers
+            return text_reply(f"Done. The phone says: {last['content'].splitlines()[0]}")
+        said = str(last.get("content") or "")
+        asked = ASK.search(said)
+        if asked:
+            arguments = json.loads(asked.group(2)) if asked.group(2) else {}
+            calls.append((asked.group(1), arguments))
+            return tool_call_reply(asked.group(1), arguments, call_id=f"call_user_{len(calls)}")
+        if "request has been completed" in said:
+            return text_reply("Thank you, that fixed it. ###STOP###")
+        return text_reply("Hi, my phone has no service and I need it fixed.")
+
+    return script
+
+
+async def test_llm_user_runs_its_device_tools_in_telecom(runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARENA_TEST_USER_KEY", USER_KEY)
+    calls: list[tuple[str, dict[str, Any]]] = []
+    fake = make_fake_openai(tool_calling_user(calls))
+    async with serve_app(fake) as llm:
+        user = UserSimulatorConfig(
+            kind="llm", model="user-model", base_url=f"{llm}/v1", api_key_env="ARENA_TEST_USER_KEY", max_retries=1
+        )
+        config = {"domain": "telecom", "split": "test", "task_id": 10, "k": 2, "calibration": True}
+        async with green_with_user(user, runs_dir) as green_url, white_agent("replay") as white:
+            outcome = await assess(green_url, white, config)
+    assert outcome.state == "completed", outcome.error
+    attempts = outcome.result["attempts"]
+    assert [a["reward"] for a in attempts] == [1.0, 1.0], attempts
+    assert sorted(name for name, _ in calls) == sorted(["toggle_airplane_mode", "make_payment", "reboot_device"] * 2)
+    # Each device call was recorded as the user's, with the model's call id, and its output went back to the model.
+    records = [
+        json.loads(line)
+        for line in (runs_dir / attempts[0]["battle_id"] / attempts[0]["trajectory_file"]).read_text().splitlines()
+        if line.strip()
+    ]
+    user_calls = [c for r in records for c in r.get("tool_calls") or [] if c["requestor"] == "user"]
+    assert [c["name"] for c in user_calls] == ["toggle_airplane_mode", "make_payment", "reboot_device"]
+    assert all(c["id"].startswith("call_user_") for c in user_calls)  # the model's own call ids
+    tool_messages = [m for r in fake_state(fake).completion_requests for m in r["messages"][-1:] if m["role"] == "tool"]
+    assert len(tool_messages) == 6
+    assert tool_messages[0]["content"].startswith("Airplane Mode is now")

@@ -44,6 +44,14 @@ async def test_list_domains_and_tasks(green: GreenServer) -> None:
     assert (page["total"], page["offset"], [t["index"] for t in page["tasks"]]) == (40, 38, [38, 39])
     assert page["split"] == "test" and all(t["task_id"] and t["reason_for_call"] for t in page["tasks"])
     assert default["total"] == 20 and len(default["tasks"]) == 20
+    assert all(t["gold_gap"] is None for t in page["tasks"] + default["tasks"])
+
+
+async def test_list_tasks_marks_the_tasks_whose_gold_solution_cannot_pass(green: GreenServer) -> None:
+    async with control(green) as client:
+        mock = structured(await client.call_tool("list_tasks", {"domain": "mock", "split": None}))
+    marked = {t["index"]: t["gold_gap"] for t in mock["tasks"] if t["gold_gap"]}
+    assert list(marked) == [7] and "no gold actions" in marked[7]
 
 
 async def test_a_battle_from_start_to_results(green: GreenServer) -> None:

@@ -48,6 +48,20 @@ async def test_replay_in_mcp_mode_scores_like_text_mode(green: GreenServer) -> N
     assert green.component.gateway is not None and green.component.gateway.open_endpoints == 0
 
 
+async def test_telecom_dual_control_in_mcp_mode_scores_like_text_mode(green: GreenServer) -> None:
+    # telecom/test 0: only the customer's device actions; 10 and 39: the agent's and the customer's interleaved.
+    # The agent calls its tools over MCP up to each action that is the customer's, then asks for it over A2A.
+    config = {"domain": "telecom", "split": "test", "task_id": [0, 10, 39], "k": 2, "calibration": True}
+    async with white_agent("replay") as white:
+        text = await _battle(green, white, {**config, "tool_mode": "text"}, battle_id="telecom-text")
+        mcp = await _battle(green, white, {**config, "tool_mode": "mcp"}, battle_id="telecom-mcp")
+    assert _rewards(mcp) == _rewards(text)
+    assert set(_rewards(mcp).values()) == {1.0}
+    text_calls = trajectory_tool_calls(green.runs_dir / "telecom-text")
+    assert trajectory_tool_calls(green.runs_dir / "telecom-mcp") == text_calls
+    assert ("make_payment", "{}") in text_calls["telecom-test-0010-attempt01.jsonl"]
+
+
 async def test_an_a2a_assessment_request_can_use_mcp_mode(green: GreenServer) -> None:
     # The A2A entry point shares the registry, hence the tool gateway, with the MCP control tools.
     from launcher.cli.assessment_client import run_assessment

@@ -6,13 +6,15 @@ import asyncio
 
 import pytest
 
+from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.gold_gaps import gold_gap
 from green_agent.engine.tau.scoring import (
     ScoringError,
     ScoringPool,
     breakdown_from_reward_info,
 )
 from green_agent.engine.tau.tasks import TaskRef, resolve_task
-from tests.tau.conftest import communicate_info, gold_actions, replay
+from tests.tau.conftest import ENDED, STARTED, communicate_info, gold_actions, replay
 
 # (domain, index): tasks with a write action; retail 9 and 12 and airline 5 also carry communicate_info.
 GOLD_CASES = [("retail", 0), ("retail", 9), ("retail", 12), ("airline", 0), ("airline", 5)]
@@ -160,3 +162,21 @@ async def test_dead_worker_is_a_scoring_error_and_the_pool_recovers() -> None:
         with pytest.raises(ScoringError, match="worker died"):
             await pool.score(ref, simulation)
         assert (await pool.score(ref, simulation)).reward == 1.0
+
+
+async def test_mock_gold_gap_is_passable_by_an_agent_but_not_by_the_gold_replay(scoring_pool: ScoringPool) -> None:
+    """The reason green_agent.engine.tau.gold_gaps gives for mock task 7, checked against tau2's evaluator: replaying
+    its (empty) gold solution fails, the one call the reason names passes."""
+    ref = resolve_task("mock", None, 7)
+    assert gold_gap("mock", ref.task_id) is not None
+    assert gold_actions(ref) == []
+    replayed, gold = await replay(ref)
+    await replayed.aclose()
+    assert (await scoring_pool.score(ref, gold)).reward == 0.0
+    async with await AttemptEnvironment.create(ref) as env:
+        env.record_user_text("I want to mark task_2 as completed.")
+        await env.call_tool("update_task_status", {"task_id": "task_2", "status": "completed"})
+        env.record_assistant_text("Task task_2 is now completed.")
+        env.record_user_text("Thanks! ###STOP###")
+        fixed = env.simulation("user_stop", started_at=STARTED, ended_at=ENDED)
+    assert (await scoring_pool.score(ref, fixed)).reward == 1.0

@@ -13,6 +13,7 @@ from green_agent.engine.tau.environment import AttemptEnvironment
 from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.engine.tau.tasks import load_tasks, resolve_task
 from green_agent.engine.tau.users import ScriptedUser, UserTurn, first_person, make_user
+from green_agent.engine.tau.users.scripted import given_arguments
 from tests.tau.conftest import (
     ENDED,
     STARTED,
@@ -120,6 +121,36 @@ async def test_named_device_tool_is_run_on_the_environment() -> None:
     assert not turn.stop
     call = env.trajectory_records()[1]
     assert call["role"] == "user" and call["tool_calls"][0]["name"] == "toggle_data_saver_mode"
+
+
+async def test_device_tool_runs_with_the_arguments_the_agent_gave() -> None:
+    ref = resolve_task("telecom", "test", 2)  # gold: set_network_mode_preference {"mode": "4g_5g_preferred"}, ...
+    async with await AttemptEnvironment.create(ref) as env:
+        user = ScriptedUser(ref, environment=env)
+        told = await user.reply('Please do this on your phone: set_network_mode_preference with {"mode": "3g_only"}.')
+        assert told.text.startswith("I ran set_network_mode_preference.")
+        bare = await user.reply("Now please run set_network_mode_preference again.")  # no arguments given
+        calls = [r["tool_calls"][0] for r in env.trajectory_records() if r.get("tool_calls")]
+    assert [c["arguments"] for c in calls] == [{"mode": "3g_only"}, {}]  # the gold step was used by the first
+    assert "3g_only" in told.text and bare.text.startswith("I ran set_network_mode_preference.")
+
+
+@pytest.mark.parametrize(
+    ("after_name", "expected"),
+    [
+        (' with {"mode": "4g_5g_preferred"}. Let me know.', {"mode": "4g_5g_preferred"}),
+        (' {"a": 1} and more text', {"a": 1}),
+        (' with arguments: {"a": [1, 2]}', {"a": [1, 2]}),
+        (". Let me know when it is done.", None),
+        (' now, then {"a": 1}', None),  # not right after the name
+        (' with ["not", "an", "object"]', None),
+        (" with {broken", None),
+        (" with " + "{" * 100_000, None),  # deep: refused before parsing
+        (' with {"a": "' + "x" * 10_000 + '"}', None),  # longer than the bound: not read
+    ],
+)
+def test_given_arguments(after_name: str, expected: dict[str, object] | None) -> None:
+    assert given_arguments(after_name) == expected
 
 
 @settings(max_examples=60, deadline=None)

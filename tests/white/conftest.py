@@ -48,9 +48,9 @@ def tau2_task(domain: str, split: str, task_id: str) -> Any:
 
 
 def gold_calls(task: Any) -> list[dict[str, Any]]:
-    """The assistant's gold actions as ``{"name", "arguments"}`` dicts."""
+    """The assistant's gold actions as the agents write them: ``{"name", "arguments", "kwargs"}`` dicts."""
     return [
-        {"name": a.name, "arguments": a.arguments}
+        {"name": a.name, "arguments": a.arguments, "kwargs": a.arguments}
         for a in task.evaluation_criteria.actions
         if a.requestor == "assistant"
     ]

@@ -20,11 +20,13 @@ from white_agent.flaky import (
     FlakyAgent,
     choose_fault,
     corrupt_arguments,
+    faulty_script,
     validate_fault_rates,
 )
 from white_agent.gold import load_gold_task
 from white_agent.protocol import ArenaInfo
 
+TELECOM_0 = "[mobile_data_issue]data_saver_mode_on|user_abroad_roaming_enabled_off[PERSONA:Easy]"
 TASK = "40"  # retail test: 3 reads then a write; communicate_info ["60", "mastercard"]
 INFO = ["60", "mastercard"]
 
@@ -219,3 +221,24 @@ async def test_same_seed_same_faults_other_seed_other_faults() -> None:
 
 def test_turn_faults_are_the_documented_ones() -> None:
     assert {"malformed_reply", "no_reply", "crash", "report_failure"} == TURN_FAULTS
+
+
+def test_telecom_faults_reach_the_customers_actions() -> None:
+    # telecom/test 0: only device actions (toggle_data_saver_mode, toggle_roaming); the last write is the user's.
+    gold = load_gold_task("telecom", "test", TELECOM_0)
+    assert [(s.requestor, s.name) for s in gold.steps] == [
+        ("user", "toggle_data_saver_mode"),
+        ("user", "toggle_roaming"),
+    ]
+    assert gold.actions == ()
+    faithful = faulty_script(gold, None).actions
+    assert [(a.name, a.by_user) for a in faithful] == [("toggle_data_saver_mode", True), ("toggle_roaming", True)]
+    assert [a.name for a in faulty_script(gold, "skip_action").actions] == ["toggle_data_saver_mode"]
+    wrong = faulty_script(gold, "wrong_argument").actions
+    assert wrong[1].by_user and wrong[1].arguments() == {"unexpected_argument": "x"}
+    assert wrong[1].reply().count("unexpected_argument") == 2  # in "arguments" and "kwargs" of the respond action
+    # Turns for turn-bound faults: one per step (the customer's included) plus the final statement.
+    agent = FlakyAgent(seed=5, fault_rates={"crash": 1.0})
+    arena = ArenaInfo.model_validate(arena_block(gold.task_id, domain="telecom"))
+    expected = choose_fault(5, "telecom", gold.task_id, 1, {"crash": 1.0}, len(gold.steps) + 1)
+    assert agent.decide(arena, gold) == expected

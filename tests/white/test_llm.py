@@ -58,7 +58,11 @@ async def test_text_becomes_a_respond_action(wire: str) -> None:
     async with serve_app(fake) as llm_url, serving(_agent(llm_url)) as url, talk(url, wire) as talker:  # type: ignore[arg-type]
         answer = await _first(talker, "ctx")
     assert answer.kind == "message"
-    assert answer.action() == {"name": "respond", "arguments": {"content": "Sure, what is your user id?"}}
+    assert answer.action() == {
+        "name": "respond",
+        "arguments": {"content": "Sure, what is your user id?"},
+        "kwargs": {"content": "Sure, what is your user id?"},
+    }
     body = fake_state(fake).completion_requests[0]
     assert body["model"] == "fake-model"
     assert body["messages"][0]["role"] == "system" and POLICY in body["messages"][0]["content"]
@@ -81,8 +85,12 @@ async def test_tool_call_round_trip_keeps_only_the_first_call() -> None:
     async with serve_app(fake) as llm_url, serving(_agent(llm_url)) as url, talk(url) as talker:
         first = await _first(talker, "ctx")
         second = await talker.send("ctx", 'Tool call result:\n{"name": "Ann"}')
-    assert first.action() == {"name": "get_user_details", "arguments": {"user_id": "u1"}}
-    assert second.action() == {"name": "respond", "arguments": {"content": "Your account is found."}}
+    assert first.action() == {"name": "get_user_details", "arguments": {"user_id": "u1"}, "kwargs": {"user_id": "u1"}}
+    assert second.action() == {
+        "name": "respond",
+        "arguments": {"content": "Your account is found."},
+        "kwargs": {"content": "Your account is found."},
+    }
     messages = fake_state(fake).completion_requests[1]["messages"]
     assistant, tool = messages[-2], messages[-1]
     assert [c["id"] for c in assistant["tool_calls"]] == ["call_A"]
@@ -103,7 +111,7 @@ async def test_rate_limit_then_success() -> None:
     fake = make_fake_openai([error_reply(429), error_reply(503), text_reply("Hello!")])
     async with serve_app(fake) as llm_url, serving(_agent(llm_url)) as url, talk(url) as talker:
         answer = await _first(talker, "ctx")
-    assert answer.action() == {"name": "respond", "arguments": {"content": "Hello!"}}
+    assert answer.action() == {"name": "respond", "arguments": {"content": "Hello!"}, "kwargs": {"content": "Hello!"}}
     assert len(fake_state(fake).completion_requests) == 3
 
 
@@ -115,7 +123,7 @@ async def test_exhausted_retries_report_failure_and_undo_the_turn(wire: str) -> 
             failed = await _first(talker, "ctx")
             retried = await _first(talker, "ctx")
     assert failed_state(failed) and "HTTP 500" in failed.text
-    assert retried.action() == {"name": "respond", "arguments": {"content": "back"}}
+    assert retried.action() == {"name": "respond", "arguments": {"content": "back"}, "kwargs": {"content": "back"}}
     assert len(fake_state(fake).completion_requests) == 4
     assert len(fake_state(fake).completion_requests[3]["messages"]) == 2  # system + user: the failed turn was undone
 
@@ -149,7 +157,11 @@ async def test_contexts_are_isolated_and_bounded() -> None:
         assert len(owners) <= 1
     assert [m["role"] for m in bodies[2]["messages"]] == ["system", "user", "assistant", "user"]
     assert [m["content"] for m in bodies[-1]["messages"][1:]] == ["A third time"]  # a fresh history
-    assert forgotten.action() == {"name": "respond", "arguments": {"content": "seen 2"}}
+    assert forgotten.action() == {
+        "name": "respond",
+        "arguments": {"content": "seen 2"},
+        "kwargs": {"content": "seen 2"},
+    }
     assert sorted(agent.contexts.context_ids()) == ["A", "C"]
 
 

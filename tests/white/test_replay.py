@@ -8,7 +8,10 @@ import httpx
 
 from tests.white.conftest import gold_calls, run_attempt, serving, tau2_task
 from tests.white.helpers import arena_block, failed_state, first_message, talk
-from white_agent.replay import CLOSING_TEXT, ReplayAgent
+from white_agent.replay import CLOSING_TEXT, ReplayAgent, ask_user_text
+
+TELECOM_10 = "[service_issue]airplane_mode_on|overdue_bill_suspension[PERSONA:None]"
+"""tau2's id of telecom/test 10."""
 
 
 async def test_card_announces_both_protocol_versions() -> None:
@@ -38,7 +41,11 @@ async def test_replays_gold_actions_then_tells_the_information(wire: str) -> Non
     for needle in info:  # tau2's check: case-insensitive, commas removed from the message
         assert needle.lower() in content.lower().replace(",", "")
     for closing in (after, again):
-        assert closing.action() == {"name": "respond", "arguments": {"content": CLOSING_TEXT}}
+        assert closing.action() == {
+            "name": "respond",
+            "arguments": {"content": CLOSING_TEXT},
+            "kwargs": {"content": CLOSING_TEXT},
+        }
 
 
 async def test_first_task_of_retail_test_split() -> None:
@@ -135,3 +142,40 @@ async def test_streaming_clients_get_the_same_action() -> None:
     assert [i.WhichOneof("payload") for i in items] == ["message"]
     assert get_message_text(items[0].message).startswith("<json>")
     assert gold_calls(tau2_task("retail", "test", "5"))[0]["name"] in get_message_text(items[0].message)
+
+
+async def test_telecom_asks_the_customer_for_their_own_actions_in_order() -> None:
+    # telecom/test 10 (tau2 id below): the customer's device actions and the agent's interleaved.
+    task = tau2_task("telecom", "test", TELECOM_10)
+    gold = task.evaluation_criteria.actions
+    assert {a.requestor for a in gold} == {"user", "assistant"}
+    async with serving(ReplayAgent()) as url, talk(url) as talker:
+        arena = arena_block(TELECOM_10, domain="telecom")
+        text, data, metadata = first_message("My phone has no service.", arena=arena)
+        answers = [await talker.send("t", text, data=data, metadata=metadata)]
+        for _ in gold:
+            action = answers[-1].action()
+            assert action is not None
+            follow_up = "User message:\nI ran it." if action["name"] == "respond" else "Tool call result:\nok"
+            answers.append(await talker.send("t", follow_up))
+    actions = [a.action() for a in answers]
+    for expected, got in zip(gold, actions, strict=False):
+        assert got is not None
+        if expected.requestor == "assistant":
+            assert (got["name"], got["arguments"]) == (expected.name, expected.arguments)
+        else:  # asked for in words: the user tool's exact name, and its arguments as JSON when it takes any
+            assert got["name"] == "respond"
+            assert got["arguments"]["content"] == ask_user_text(expected.name, dict(expected.arguments))
+            assert f" {expected.name}" in got["arguments"]["content"]
+    final = actions[len(gold)]
+    assert final is not None and final["name"] == "respond" and "?" not in final["arguments"]["content"]
+
+
+def test_the_request_to_the_customer_names_the_tool_and_its_arguments() -> None:
+    assert ask_user_text("toggle_airplane_mode", {}) == (
+        "Please do this on your phone: toggle_airplane_mode. Let me know when it is done."
+    )
+    assert ask_user_text("set_network_mode_preference", {"mode": "4g_5g_preferred"}) == (
+        'Please do this on your phone: set_network_mode_preference with {"mode": "4g_5g_preferred"}. '
+        "Let me know when it is done."
+    )

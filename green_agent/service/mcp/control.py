@@ -35,6 +35,7 @@ from pydantic import Field, StrictBool
 from green_agent.engine.battle_ids import BattleIdError, new_battle_id, validate_battle_id
 from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError
 from green_agent.engine.events import BattleEvent
+from green_agent.engine.tau.gold_gaps import gold_gap
 from green_agent.engine.tau.tasks import list_domains, load_tasks, select_tasks
 from green_agent.service.mcp.models import (
     AttemptRow,
@@ -75,14 +76,20 @@ def _snippet(text: str | None, limit: int = 240) -> str | None:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _task_view(index: int, task: Any) -> TaskView:
+def _task_view(domain: str, index: int, task: Any) -> TaskView:
     instructions = getattr(getattr(task, "user_scenario", None), "instructions", None)
     reason = getattr(instructions, "reason_for_call", None) if instructions is not None else None
     if reason is None and isinstance(instructions, str):
         reason = instructions
     description = getattr(task, "description", None)
     purpose = getattr(description, "purpose", None) if description is not None else None
-    return TaskView(index=index, task_id=str(task.id), reason_for_call=_snippet(reason), purpose=_snippet(purpose))
+    return TaskView(
+        index=index,
+        task_id=str(task.id),
+        reason_for_call=_snippet(reason),
+        purpose=_snippet(purpose),
+        gold_gap=gold_gap(domain, str(task.id)),
+    )
 
 
 def _checked_id(battle_id: object, name: str = "battle_id") -> str:
@@ -272,7 +279,8 @@ def build_control_server(
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
     ) -> TaskList:
         """Tasks of a domain's split (null split: the whole task file), paged. A task's ``index`` is what a
-        battle config's ``task_index`` names."""
+        battle config's ``task_index`` names. ``gold_gap`` marks a task whose own gold solution cannot pass tau2's
+        evaluator (tau2's data) and says why: a calibration battle fails on it by design."""
         if domain not in KNOWN_DOMAINS:
             raise ToolError(f"domain: unknown domain {domain!r}; known domains: {', '.join(KNOWN_DOMAINS)}")
         try:
@@ -285,7 +293,7 @@ def build_control_server(
             split=split or None,
             total=len(tasks),
             offset=offset,
-            tasks=[_task_view(offset + i, task) for i, task in enumerate(page)],
+            tasks=[_task_view(domain, offset + i, task) for i, task in enumerate(page)],
         )
 
     @server.tool()

@@ -37,6 +37,9 @@ class TaskView(BaseModel):
     task_id: str
     reason_for_call: str | None = None
     purpose: str | None = None
+    gold_gap: str | None = None
+    """Set when the task's own gold solution cannot pass tau2's evaluator (tau2's data): why. A calibration
+    battle fails on such a task by design."""
 
 
 class TaskList(BaseModel):

@@ -16,8 +16,12 @@ Rules (applied to each agent message in this order; the first that matches decid
    ``transfer_to_human_agents``) gets "Thank you. ###TRANSFER###".
 3. Device actions (only with an environment that has user tools, i.e. telecom): a message naming one of the user's
    tools by its exact name (e.g. ``toggle_airplane_mode``) makes the user run the first one named, through
-   ``AttemptEnvironment.call_tool(requestor="user")``, with the arguments of the task's next unused gold user action
-   of that name (``{}`` when there is none), and reply "I ran <tool>. It returned: <output>".
+   ``AttemptEnvironment.call_tool(requestor="user")`` (recorded as the user's tool call, like the LLM user's), and
+   reply "I ran <tool>. It returned: <output>". The arguments are the ones the agent gave, when a JSON object
+   follows the tool's name in the message ("... set_network_mode_preference with {"mode": "4g_5g_preferred"}"), as
+   a customer does what they are told; otherwise those of the task's next unused gold user action of that name
+   (``{}`` when there is none). Either way that gold action counts as used, so the customer follows the task's
+   device steps in order.
 4. Not a question: a message with no "?" and no request ("please provide", "could you", "let me know", ...) is a
    statement; the user ends the conversation: "Thank you, that's all I needed. ###STOP###".
 5. Unknown information: a question about something the task's ``unknown_info`` mentions (e.g. the email address)
@@ -36,9 +40,11 @@ reference agent) ends the conversation with ``###STOP###`` (tau2's ``user_stop``
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from green_agent.body_limits import json_shape_problem
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users.base import STOP, TRANSFER, UserTurn
 
@@ -171,6 +177,32 @@ def _keywords(text: str) -> set[str]:
     return {w for w in words if len(w) >= 4 and w not in _STOPWORDS}
 
 
+_ARGUMENTS_AFTER_NAME = re.compile(r"^[ \t]*(?:with[ \t]+(?:the[ \t]+)?(?:arguments?|settings?)?:?[ \t]*)?(?=\{)")
+"""What may stand between a user tool's name and its JSON arguments: spaces and an optional "with (arguments:)"."""
+
+MAX_GIVEN_ARGUMENTS_CHARS = 4096
+"""Arguments longer than this are not read (no device tool takes more than a few short fields)."""
+
+
+def given_arguments(after_name: str) -> dict[str, Any] | None:
+    """The JSON object right after a user tool's name in the agent's message, or None when there is none.
+
+    The agent's text is hostile: only a bounded prefix is parsed, and a deep or malformed object counts as none
+    given (the customer then falls back on the task's own step).
+    """
+    lead = _ARGUMENTS_AFTER_NAME.match(after_name)
+    if lead is None:
+        return None
+    text = after_name[lead.end() : lead.end() + MAX_GIVEN_ARGUMENTS_CHARS]
+    if json_shape_problem(text.encode("utf-8", "replace")) is not None:
+        return None
+    try:
+        value, _end = json.JSONDecoder().raw_decode(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 class ScriptedUser:
     """A rule-based customer for one attempt (rules in the module docstring). Deterministic: same task, same
     agent messages, same replies."""
@@ -219,9 +251,9 @@ class ScriptedUser:
             return self._turn(f"I have to go now. {STOP}")
         if _TRANSFER.search(message):
             return self._turn(f"Thank you. {TRANSFER}")
-        tool = self._named_user_tool(message)
-        if tool is not None:
-            return self._turn(await self._run_user_tool(tool))
+        named = self._named_user_tool(message)
+        if named is not None:
+            return self._turn(await self._run_user_tool(*named))
         if "?" not in message and not _REQUEST.search(message):
             return self._turn(f"Thank you, that's all I needed. {STOP}")
         asks_identity = bool(_IDENTITY.search(message))
@@ -236,17 +268,21 @@ class ScriptedUser:
             return self._turn("Yes.")
         return self._turn(self._both() or "Yes.")
 
-    def _named_user_tool(self, message: str) -> str | None:
+    def _named_user_tool(self, message: str) -> tuple[str, dict[str, Any] | None] | None:
+        """The first user tool the message names and the arguments given after it (None: none given)."""
         if self._environment is None or not self._user_tools:
             return None
         positions = [
-            (match.start(), name)
+            (match.start(), match.end(), name)
             for name in self._user_tools
             if (match := re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message))
         ]
-        return min(positions)[1] if positions else None
+        if not positions:
+            return None
+        _start, end, name = min(positions)
+        return name, given_arguments(message[end:])
 
-    async def _run_user_tool(self, name: str) -> str:
+    async def _run_user_tool(self, name: str, given: dict[str, Any] | None) -> str:
         assert self._environment is not None
         arguments: dict[str, Any] = {}
         for i, (gold_name, gold_arguments) in enumerate(self._gold_user_actions):
@@ -254,6 +290,8 @@ class ScriptedUser:
                 arguments = gold_arguments
                 del self._gold_user_actions[i]
                 break
+        if given is not None:
+            arguments = given
         outcome = await self._environment.call_tool(name, arguments, requestor="user")
         return f"I ran {name}. It returned: {outcome.content}"
 

@@ -35,7 +35,7 @@ async def test_calibration_scores_one_on_every_test_task(green_url: str, domain:
 
 
 async def test_mock_calibration_fails_only_the_listed_gold_gaps(green_url: str) -> None:
-    config = {"mode": "all", "domain": "mock", "split": None, "k": 2, "calibration": True, "concurrency": 8}
+    config = {"mode": "all", "domain": "mock", "split": "base", "k": 2, "calibration": True, "concurrency": 8}
     async with white_agent("replay") as white:
         outcome = await assess(green_url, white, config)
     assert outcome.state == "completed", outcome.error
@@ -47,7 +47,7 @@ async def test_mock_calibration_fails_only_the_listed_gold_gaps(green_url: str) 
     assert all(a["reward"] == 1.0 for a in attempts if a["task_id"] not in listed)
     gaps = outcome.result["gold_gaps"]
     assert [(gap["task_key"], gap["task_id"]) for gap in gaps] == [
-        ("mock/-/7", "update_task_with_history_and_env_assertions")
+        ("mock/base/7", "update_task_with_history_and_env_assertions")
     ]
     assert "no gold actions" in gaps[0]["reason"]
     assert "Tasks whose gold solution cannot pass (tau2's data)" in outcome.markdown

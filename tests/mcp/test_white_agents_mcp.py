@@ -81,7 +81,8 @@ async def test_replay_performs_the_gold_actions_over_mcp(green: GreenServer) -> 
     ):
         text, data, metadata = _first(env, endpoint, arena=arena_block(ref.task_id, index=10))
         answer = await talker.send("ctx-replay", text, data=data, metadata=metadata)
-    assert answer.action() == {"name": "respond", "arguments": {"content": final_statement(gold.communicate_info)}}
+    content = {"content": final_statement(gold.communicate_info)}
+    assert answer.action() == {"name": "respond", "arguments": content, "kwargs": content}
     calls = [r["tool_calls"][0] for r in env.trajectory_records() if r.get("tool_calls")]
     assert [(c["name"], c["arguments"]) for c in calls] == [(a.name, a.arguments()) for a in gold.actions]
 
@@ -132,8 +133,9 @@ async def test_llm_runs_parallel_tool_calls_over_mcp_then_responds(green: GreenS
         text, data, metadata = _first(env, endpoint)
         first = await talker.send("ctx-llm", text, data=data, metadata=metadata)
         second = await talker.send("ctx-llm", "User message:\nThanks, bye.")
-    assert first.action() == {"name": "respond", "arguments": {"content": "Both accounts are fine."}}
-    assert second.action() == {"name": "respond", "arguments": {"content": "Goodbye."}}
+    fine, bye = {"content": "Both accounts are fine."}, {"content": "Goodbye."}
+    assert first.action() == {"name": "respond", "arguments": fine, "kwargs": fine}
+    assert second.action() == {"name": "respond", "arguments": bye, "kwargs": bye}
     requests = fake_state(fake).completion_requests
     assert {t["function"]["name"] for t in requests[0]["tools"]} == {t["function"]["name"] for t in env.tools}
     tool_messages = [m for m in requests[2]["messages"] if m["role"] == "tool"]

@@ -120,7 +120,7 @@ def choose_fault(
 
 def _target_action(gold: GoldTask) -> int | None:
     """Index in the script (``gold.steps``) of the last write action, else of the last non-read one, else None."""
-    steps = gold.steps or gold.actions
+    steps = gold.steps
     for predicate in (lambda t: t == "write", lambda t: t != "read"):
         for index in range(len(steps) - 1, -1, -1):
             if predicate(steps[index].tool_type):
@@ -221,7 +221,7 @@ class FlakyAgent(ReplayAgent):
 
     def decide(self, arena: ArenaInfo, gold: GoldTask) -> FaultDecision:
         """The fault of this attempt (exposed so tests and reports can predict it)."""
-        n_turns = len(gold.steps or gold.actions) + 1
+        n_turns = len(gold.steps) + 1
         return choose_fault(self._seed, arena.domain, arena.task_id, arena.attempt, self._rates, n_turns)
 
     def start(self, state: ReplayState, arena: ArenaInfo, gold: GoldTask) -> None:

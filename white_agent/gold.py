@@ -61,7 +61,7 @@ class GoldTask:
     actions: tuple[GoldAction, ...]
     """The agent's own gold actions, in order."""
     communicate_info: tuple[str, ...]
-    steps: tuple[GoldAction, ...] = ()
+    steps: tuple[GoldAction, ...]
     """Every gold action, the agent's and the customer's, in tau2's order (equal to ``actions`` outside telecom)."""
 
 

@@ -100,9 +100,8 @@ class ReplayScript:
     @classmethod
     def from_gold(cls, gold: GoldTask) -> ReplayScript:
         """The faithful script of a gold task."""
-        steps = gold.steps or gold.actions
         return cls(
-            actions=tuple(ScriptAction(a.name, a.arguments_json, a.by_user) for a in steps),
+            actions=tuple(ScriptAction(a.name, a.arguments_json, a.by_user) for a in gold.steps),
             final_content=final_statement(gold.communicate_info),
         )
 

@@ -56,7 +56,7 @@ def winner_for(result: BattleResult, white_name: str) -> str:
     return white_name if value is not None and value >= WIN_THRESHOLD else "green_agent"
 
 
-def _task_section(key: str, attempts: list[AttemptResult], k: int) -> list[str]:
+def _task_section(key: str, attempts: list[AttemptResult], k: int, gold_gap: str | None = None) -> list[str]:
     first = attempts[0]
     counted = [a.trial_outcome for a in attempts if a.trial_outcome is not None]
     marks = "".join("✅" if a.outcome == "success" else "❌" if a.outcome == "failure" else "⚠️" for a in attempts)
@@ -97,6 +97,8 @@ def _task_section(key: str, attempts: list[AttemptResult], k: int) -> list[str]:
         lines.append(line)
         if a.failure is not None and a.failure.detail:
             lines.append(f"    - ↳ Error: {a.failure.detail}")
+    if gold_gap is not None:
+        lines.append(f"- ⚠️ Known tau2 data gap, expected to fail: {gold_gap}")
     lines.append("")
     return lines
 
@@ -153,9 +155,8 @@ def render_markdown(result: BattleResult) -> str:
         lines.append("")
     lines += ["## Per task", ""]
     for key, attempts in tasks.items():
-        lines += _task_section(key, attempts, k)
-        if key in gaps:
-            lines[-1:-1] = [f"- ⚠️ Known tau2 data gap, expected to fail: {gaps[key].reason}"]
+        gap = gaps.get(key)
+        lines += _task_section(key, attempts, k, gap.reason if gap is not None else None)
     return "\n".join(lines).rstrip() + "\n"
 
 

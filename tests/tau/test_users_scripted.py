@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from green_agent.engine.attribution import tool_fault_stop
 from green_agent.engine.config import UserSimulatorConfig
 from green_agent.engine.tau.environment import AttemptEnvironment
+from green_agent.engine.tau.sandbox import ToolFault
 from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.engine.tau.tasks import load_tasks, resolve_task
 from green_agent.engine.tau.users import ScriptedUser, UserTurn, first_person, make_user
@@ -201,3 +204,26 @@ async def test_replay_agent_with_scripted_user_scores_one(scoring_pool: ScoringP
     assert turn.stop
     breakdown = await scoring_pool.score(resolve_task(domain, "test", index), simulation)
     assert breakdown.reward == 1.0
+
+
+class _FaultingPhone:
+    """An environment whose every user-tool call exhausts the sandbox (what a hostile call could provoke)."""
+
+    user_tools: ClassVar[list[dict[str, Any]]] = [{"type": "function", "function": {"name": "toggle_roaming"}}]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, requestor: str) -> Any:
+        raise ToolFault("memory", f"tool call {name}: out of memory", requestor=requestor, tool=name)
+
+
+@pytest.mark.parametrize(
+    ("message", "blamed"),
+    [
+        ('Please do this on your phone: toggle_roaming with {"x": "' + "9" * 100 + '"}.', "white_agent"),
+        ("Please do this on your phone: toggle_roaming.", "user_simulator"),  # the task's own step: not the agent's
+    ],
+)
+async def test_a_fault_provoked_by_the_agents_arguments_is_the_agents(message: str, blamed: str) -> None:
+    user = ScriptedUser(resolve_task("telecom", "test", 0), environment=_FaultingPhone())  # type: ignore[arg-type]
+    with pytest.raises(ToolFault) as caught:
+        await user.reply(message)
+    assert tool_fault_stop(caught.value).fault_author.value == blamed

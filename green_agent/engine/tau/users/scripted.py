@@ -21,7 +21,8 @@ Rules (applied to each agent message in this order; the first that matches decid
    follows the tool's name in the message ("... set_network_mode_preference with {"mode": "4g_5g_preferred"}"), as
    a customer does what they are told; otherwise those of the task's next unused gold user action of that name
    (``{}`` when there is none). Either way that gold action counts as used, so the customer follows the task's
-   device steps in order.
+   device steps in order. A call with the agent's arguments that kills, crashes or exhausts the tool sandbox is the
+   agent's fault (it chose them), not the simulated user's.
 4. Not a question: a message with no "?" and no request ("please provide", "could you", "let me know", ...) is a
    statement; the user ends the conversation: "Thank you, that's all I needed. ###STOP###".
 5. Unknown information: a question about something the task's ``unknown_info`` mentions (e.g. the email address)
@@ -45,6 +46,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from green_agent.body_limits import json_shape_problem
+from green_agent.engine.tau.sandbox import ToolFault
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users.base import STOP, TRANSFER, UserTurn
 
@@ -290,9 +292,19 @@ class ScriptedUser:
                 arguments = gold_arguments
                 del self._gold_user_actions[i]
                 break
-        if given is not None:
-            arguments = given
-        outcome = await self._environment.call_tool(name, arguments, requestor="user")
+        if given is None:
+            outcome = await self._environment.call_tool(name, arguments, requestor="user")
+            return f"I ran {name}. It returned: {outcome.content}"
+        try:
+            outcome = await self._environment.call_tool(name, given, requestor="user")
+        except ToolFault as fault:
+            # The agent chose these arguments; the customer only typed them in: what they provoke is the agent's.
+            raise ToolFault(
+                fault.kind,
+                f"{fault.detail} (the arguments the agent told the user to use)",
+                requestor="assistant",
+                tool=fault.tool,
+            ) from None
         return f"I ran {name}. It returned: {outcome.content}"
 
     async def aclose(self) -> None:

@@ -31,6 +31,8 @@ MAX_URL_CHARS = 2048
 """URLs the backend will call (agent, launcher)."""
 MAX_PARTICIPANTS = 64
 """Participant requirements of a green agent, opponents of a battle."""
+MAX_EVENT_ID_CHARS = 256
+"""An event's idempotency key."""
 
 
 class ApiError(Exception):
@@ -143,6 +145,10 @@ class BattleEvent(BaseModel):
     detail: Any = None
     markdown_content: str | None = None
     winner: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    event_id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_EVENT_ID_CHARS)] | None = None
+    """The poster's idempotency key (Arena's green agent sends ``"<battle id>:<seq>"``): an event whose key the
+    battle already holds is acknowledged (204) and not stored again, so a retry after a lost answer is harmless.
+    Optional; AgentBeats' own poster sends none (and AgentBeats 1.2.6 stores the key as an unknown field)."""
 
 
 def arena_result_error(problem: SchemaProblem) -> ApiError:

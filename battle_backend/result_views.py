@@ -1,5 +1,5 @@
-"""Views of an Arena BattleResult found in a result's ``detail``: the pass^k table, the per-attempt grid and a
-server-side SVG chart of pass^j against j.
+"""Views of an Arena BattleResult found in a result's ``detail``: the pass^k table, the per-attempt grid, a
+server-side SVG chart of pass^j against j, and the cost-and-latency rows (the result's ``usage``).
 
 Two kinds of results reach the page:
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any
 
@@ -91,6 +91,8 @@ class ArenaResultView:
     outcome_counts: dict[str, int] = field(default_factory=dict)
     status: str | None = None
     infrastructure_errors: Any = None
+    usage_rows: list[tuple[str, str]] = field(default_factory=list)
+    """(label, value) of the cost-and-latency table: text made here from numbers only (escaped by the template)."""
 
 
 def find_battle_result(detail: Any) -> dict[str, Any] | None:
@@ -206,7 +208,9 @@ def arena_result_view(result: ArenaResult) -> ArenaResultView:
 def build_result_view(result: dict[str, Any]) -> ArenaResultView:
     """All the views of one BattleResult: typed for an Arena result, tolerant for any other."""
     arena = parse_arena_result(result)
-    return arena_result_view(arena) if arena is not None else generic_result_view(result)
+    if arena is None:
+        return generic_result_view(result)
+    return replace(arena_result_view(arena), usage_rows=usage_rows(result))
 
 
 # --- the tolerant view of foreign results ------------------------------------------------------------------------
@@ -285,7 +289,7 @@ def generic_result_view(result: dict[str, Any]) -> ArenaResultView:
     raw_attempts = result.get("attempts")
     attempts: list[Any] = raw_attempts if isinstance(raw_attempts, list) else []
     breakdown = result.get("failure_breakdown")
-    return _view(
+    view = _view(
         _macro_rows(result.get("summary") or {}),
         _generic_entries(attempts),
         (a["outcome"] for a in attempts if isinstance(a, dict) and isinstance(a.get("outcome"), str)),
@@ -293,6 +297,70 @@ def generic_result_view(result: dict[str, Any]) -> ArenaResultView:
         status=str(result["status"]) if result.get("status") is not None else None,
         infrastructure_errors=result.get("infrastructure_errors"),
     )
+    return replace(view, usage_rows=usage_rows(result))
+
+
+# --- cost and latency (the result's "usage", docs/results.md), read tolerantly -----------------------------------
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**15 else None
+
+
+def _secs(value: Any) -> str:
+    number = _number(value)
+    return "n/a" if number is None else f"{number:.3f} s"
+
+
+def _usd(value: Any) -> str:
+    number = _number(value)
+    if number is None or number < 0:
+        return "n/a"
+    return f"${number:,.4f}" if number >= 0.01 or number == 0 else f"${number:.6f}"
+
+
+COST_SOURCES = {"reported": "reported", "price_table": "price table", "mixed": "reported + price table"}
+
+
+def _party_rows(usage: dict[str, Any], key: str, label: str, unit: str) -> list[tuple[str, str]]:
+    party = usage.get(key)
+    if not isinstance(party, dict):
+        none = "none (scripted user: no model)" if key == "user" and key in usage else "n/a"
+        return [(f"{label} tokens", none), (f"{label} cost", none)]
+    calls, reported = _count(party.get("calls")), _count(party.get("reported"))
+    prompt, completion = _count(party.get("prompt_tokens")), _count(party.get("completion_tokens"))
+    coverage = f"{reported if reported is not None else '?'}/{calls if calls is not None else '?'} {unit}"
+    tokens = (
+        f"not reported ({coverage})"
+        if prompt is None or completion is None
+        else f"{prompt:,} prompt + {completion:,} completion ({coverage} reported)"
+    )
+    cost = _usd(party.get("cost_usd"))
+    source_key = party.get("cost_source")
+    source = COST_SOURCES.get(source_key) if isinstance(source_key, str) else None
+    return [(f"{label} tokens", tokens), (f"{label} cost", cost + (f" ({source})" if source and cost != "n/a" else ""))]
+
+
+def usage_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The cost-and-latency table of a result with a ``usage`` object; no rows without one (older results)."""
+    usage = result.get("usage")
+    if not isinstance(usage, dict):
+        return []
+    raw_latency = usage.get("agent_latency")
+    latency: dict[str, Any] = raw_latency if isinstance(raw_latency, dict) else {}
+    turns = _count(latency.get("count"))
+    return [
+        (
+            "white agent turn latency p50 / p95 / max",
+            f"{_secs(latency.get('p50_s'))} / {_secs(latency.get('p95_s'))} / {_secs(latency.get('max_s'))}"
+            + (f" ({turns} turns)" if turns is not None else ""),
+        ),
+        (
+            "time in white agent / user simulator / harness (summed over attempts)",
+            f"{_secs(usage.get('agent_s'))} / {_secs(usage.get('user_s'))} / {_secs(usage.get('harness_s'))}",
+        ),
+        *_party_rows(usage, "agent", "white agent", "replies"),
+        *_party_rows(usage, "user", "user simulator", "calls"),
+        ("total cost", _usd(usage.get("total_cost_usd"))),
+    ]
 
 
 def pass_chart_svg(rows: list[MacroRow], *, width: int = 520, height: int = 300) -> str:

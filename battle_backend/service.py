@@ -37,6 +37,7 @@ from battle_backend.store import (
     BattleClosed,
     BattleNotFound,
     BattleStore,
+    DuplicateEvent,
     StartOutcome,
     TokenRejected,
 )
@@ -182,6 +183,10 @@ class BattleService:
         Refused before anything is written: a payload out of bounds (400), larger than its kind's cap (413), a
         missing token when tokens are required or a wrong one in any case (401), an unknown battle (404), a battle
         already over (400). A refused result leaves the battle open: the green agent's real result still counts.
+
+        Exactly once: an event whose ``event_id`` the battle already holds (a poster's retry after a lost answer)
+        is acknowledged with the stored record and writes nothing, even once the battle is over (so a retried
+        result is a 204, while a different second result is still a 400). The token is checked first.
         """
         payload = dict(posted)
         if payload.get("timestamp") in (None, ""):  # a numeric 0 is a timestamp as sent, kept
@@ -210,7 +215,11 @@ class BattleService:
                 finish=finish,
                 presented_token=token,
                 enforce_token=self.settings.require_token or event.is_result,
+                event_id=event.event_id,
             )
+        except DuplicateEvent as exc:
+            logger.info("battle %s: event %r is already stored; not stored again", battle_id, exc.event_id)
+            return exc.record
         except BattleNotFound as exc:
             raise ApiError(404, f"Battle with ID {battle_id} not found") from exc
         except TokenRejected as exc:

@@ -57,7 +57,14 @@ CREATE TABLE battle_events (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, SCHEMA_V1),)
+SCHEMA_V2 = """
+-- The poster's idempotency key ("event_id" of POST /battles/{id}); NULL for events posted without one and for
+-- every event stored before this migration (their payloads are left as they are).
+ALTER TABLE battle_events ADD COLUMN event_id TEXT;
+CREATE UNIQUE INDEX battle_events_event_id ON battle_events (battle_id, event_id) WHERE event_id IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, SCHEMA_V1), (2, SCHEMA_V2))
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

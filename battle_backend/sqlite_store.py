@@ -51,6 +51,7 @@ from battle_backend.store import (
     AgentDeleteOutcome,
     BattleClosed,
     BattleNotFound,
+    DuplicateEvent,
     StartOutcome,
     TokenRejected,
 )
@@ -288,8 +289,11 @@ class SQLiteStore:
         finish: FinishSpec | None = None,
         presented_token: str | None = None,
         enforce_token: bool = False,
+        event_id: str | None = None,
     ) -> EventRecord:
-        """One event, one row, one transaction (finishing the battle too when ``finish`` is given)."""
+        """One event, one row, one transaction (finishing the battle too when ``finish`` is given); a repeated
+        ``event_id`` writes nothing (DuplicateEvent). The writer thread serialises the check and the insert; the
+        unique index on (battle_id, event_id) backs it up."""
 
         def fn(conn: sqlite3.Connection) -> EventRecord:
             row = transitions.battle_row(conn, battle_id)
@@ -300,10 +304,14 @@ class SQLiteStore:
                     raise TokenRejected(battle_id, "the presented battle token is not this battle's")
             elif enforce_token:
                 raise TokenRejected(battle_id, "no battle token was presented")
+            if event_id is not None:
+                stored = transitions.event_with_id(conn, battle_id, event_id)
+                if stored is not None:
+                    raise DuplicateEvent(stored, event_id)
             state = BattleState(row["state"])
             if state.is_terminal:
                 raise BattleClosed(battle_id, state)
-            record = transitions.append_event(conn, battle_id, row["last_seq"], payload)
+            record = transitions.append_event(conn, battle_id, row["last_seq"], payload, event_id)
             if finish is not None:
                 transitions.finish(conn, row, finish)
             return record

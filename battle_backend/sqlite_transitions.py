@@ -27,16 +27,32 @@ def battle_row(conn: sqlite3.Connection, battle_id: str) -> sqlite3.Row | None:
     ).fetchone()
 
 
-def append_event(conn: sqlite3.Connection, battle_id: str, last_seq: int, payload: dict[str, Any]) -> EventRecord:
-    """One event row, numbered ``last_seq + 1``, and the battle's counter moved to it."""
+def append_event(
+    conn: sqlite3.Connection, battle_id: str, last_seq: int, payload: dict[str, Any], event_id: str | None = None
+) -> EventRecord:
+    """One event row, numbered ``last_seq + 1`` (with the poster's idempotency key, if any), and the battle's counter
+    moved to it."""
     seq = last_seq + 1
     received_at = utc_now_iso()
     conn.execute("UPDATE battles SET last_seq = ? WHERE battle_id = ?", (seq, battle_id))
     conn.execute(
-        "INSERT INTO battle_events (battle_id, seq, payload, received_at) VALUES (?, ?, ?, ?)",
-        (battle_id, seq, dumps(payload), received_at),
+        "INSERT INTO battle_events (battle_id, seq, payload, received_at, event_id) VALUES (?, ?, ?, ?, ?)",
+        (battle_id, seq, dumps(payload), received_at, event_id),
     )
     return EventRecord(battle_id=battle_id, seq=seq, payload=payload, received_at=received_at)
+
+
+def event_with_id(conn: sqlite3.Connection, battle_id: str, event_id: str) -> EventRecord | None:
+    """The battle's event stored under the idempotency key ``event_id``, or None."""
+    row = conn.execute(
+        "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = ? AND event_id = ?",
+        (battle_id, event_id),
+    ).fetchone()
+    if row is None:
+        return None
+    return EventRecord(
+        battle_id=battle_id, seq=row["seq"], payload=json.loads(row["payload"]), received_at=row["received_at"]
+    )
 
 
 def participant_ids(row: sqlite3.Row) -> list[str]:

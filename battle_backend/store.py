@@ -31,6 +31,16 @@ class BattleClosed(StoreError):
         self.state = state
 
 
+class DuplicateEvent(StoreError):
+    """The battle already holds an event with this idempotency key: nothing was written; ``record`` is the event
+    stored the first time (the poster's retry after a lost answer is acknowledged with it)."""
+
+    def __init__(self, record: EventRecord, event_id: str) -> None:
+        super().__init__(f"Battle {record.battle_id} already holds event {event_id!r} (seq {record.seq})")
+        self.record = record
+        self.event_id = event_id
+
+
 class TokenRejected(StoreError):
     """The presented battle token is wrong, or it is missing while tokens are required; ``reason`` says which."""
 
@@ -111,13 +121,20 @@ class BattleStore(Protocol):
         finish: FinishSpec | None = None,
         presented_token: str | None = None,
         enforce_token: bool = False,
+        event_id: str | None = None,
     ) -> EventRecord:
         """Append one event (its own row, its own transaction); with ``finish`` also finish the battle, apply ELO
-        and unlock the agents in that same transaction. Raises BattleNotFound, TokenRejected, BattleClosed.
+        and unlock the agents in that same transaction. Raises BattleNotFound, TokenRejected, DuplicateEvent,
+        BattleClosed, checked in that order inside the transaction, before anything is written.
 
-        Token rule, checked in that transaction before anything is written (so a refused result never uses up the
-        battle's one result): a ``presented_token`` must equal the battle's token (a battle that has none yet
-        accepts none); with ``enforce_token`` one must be presented."""
+        Token rule (so a refused result never uses up the battle's one result): a ``presented_token`` must equal
+        the battle's token (a battle that has none yet accepts none); with ``enforce_token`` one must be presented.
+
+        Idempotency rule: ``event_id`` (the poster's key, None for none) is unique per battle. When the battle
+        already holds an event with that key, nothing is written (no event, no finish) and DuplicateEvent carries
+        the stored record, also once the battle is over (a retried result of a finished battle is a duplicate, not
+        BattleClosed). The key decides alone: a repeated key with a different payload is still the same event. The
+        check and the insert must be atomic (two concurrent posts of one key store it once)."""
 
     async def start_battle(self, battle_id: str, battle_token: str) -> StartOutcome:
         """queued -> running if every participant exists and is unlocked: lock them, clear their ready flags,

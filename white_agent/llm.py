@@ -20,14 +20,21 @@ model answers with text; the green agent only ever receives ``respond`` actions.
 Memory is per A2A context id, isolated and bounded (LRU). 429/5xx/connection errors are retried with exponential
 backoff (:mod:`white_agent.model_retry`); when retries run out the turn is answered with a failed A2A Task (the
 agent reports its own failure). The API key is read from a named environment variable and never logged or echoed.
+
+Usage: every reply carries what its turn cost in the message metadata under ``"arena/usage"`` (:data:`USAGE_KEY`):
+``{"prompt_tokens", "completion_tokens", "model"}`` summed over the turn's model calls, plus ``"cost_usd"`` when the
+provider reported a cost for every call. A turn with a call that returned no usage reports nothing (a partial count
+would understate the cost). Arena's green agent shows it as the agent's tokens and cost (docs/results.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -56,6 +63,9 @@ from white_agent.server import AgentReply
 
 logger = logging.getLogger(__name__)
 
+USAGE_KEY = "arena/usage"
+"""The reply metadata key Arena's green agent reads an agent's own usage from (docs/results.md, "Cost and latency")."""
+
 AGENT_INSTRUCTION = (
     "You are the customer service agent described by the policy above. Follow the policy strictly. Use the "
     "provided tools to look up and change information, one tool call at a time. When you want to say something to "
@@ -82,6 +92,45 @@ class LlmAgentSettings(BaseModel):
 
 
 @dataclass
+class TurnUsage:
+    """The model usage of one turn (every completion it took, the MCP tool loop's included)."""
+
+    calls: int = 0
+    without_usage: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    calls_with_cost: int = 0
+
+    def add(self, usage: Any) -> None:
+        """One completion's ``usage`` (None when the endpoint sent none)."""
+        self.calls += 1
+        prompt, completion = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+        if not isinstance(prompt, int) or not isinstance(completion, int):
+            self.without_usage += 1
+            return
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        cost = getattr(usage, "cost", None)  # a provider extension (OpenRouter), in US dollars
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
+            self.cost_usd += float(cost)
+            self.calls_with_cost += 1
+
+    def metadata(self, model: str) -> dict[str, Any] | None:
+        """The reply metadata reporting this turn (None: no call, or a call without usage)."""
+        if self.calls == 0 or self.without_usage:
+            return None
+        report: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "model": model,
+        }
+        if self.calls_with_cost == self.calls:
+            report["cost_usd"] = self.cost_usd
+        return {USAGE_KEY: report}
+
+
+@dataclass
 class Conversation:
     """One context's chat history and the tool call id the next tool-result turn answers."""
 
@@ -93,6 +142,8 @@ class Conversation:
     mcp: McpEndpointInfo | None = None
     """Tool mode "mcp": the attempt's endpoint; the tools then come from there and are called there."""
     mcp_tools_loaded: bool = False
+    usage: TurnUsage = field(default_factory=TurnUsage)
+    """The current turn's model usage (reset at each turn, reported in the reply's metadata)."""
 
 
 def _describe(error: BaseException) -> str:
@@ -194,29 +245,36 @@ class LlmAgent:
         return self._contexts
 
     async def reply(self, context_id: str, turn: GreenTurn) -> AgentReply:
-        """Append the turn to the context's history, ask the model, answer with one action."""
+        """Append the turn to the context's history, ask the model, answer with one action (and what it cost)."""
         conversation = self._contexts.get_or_create(context_id, lambda: Conversation(messages=[]))
         async with conversation.lock:
-            if turn.kind == "first":
-                conversation.mcp, conversation.mcp_tools_loaded = turn.mcp, False
-            if conversation.mcp is not None:
-                return await self._reply_over_mcp(conversation, conversation.mcp, turn)
-            mark = len(conversation.messages)
-            pending_before = conversation.pending_call_id
-            self._append_turn(conversation, turn)
-            try:
-                message = await self._complete(conversation)
-            except (openai.OpenAIError, httpx.HTTPError) as error:
-                # Every endpoint failure becomes the agent's own failure report; the turn is undone.
-                del conversation.messages[mark:]
-                conversation.pending_call_id = pending_before
-                logger.warning("model call failed for a context: %s", _describe(error))
-                return AgentReply(
-                    f"The language model endpoint failed: {_describe(error)}; giving up after "
-                    f"{self._settings.max_retries + 1} attempt(s).",
-                    kind="task_failed",
-                )
-            return self._answer(conversation, message)
+            conversation.usage = TurnUsage()
+            answer = await self._reply(conversation, turn)
+            metadata = conversation.usage.metadata(self._settings.model)
+            return dataclasses.replace(answer, metadata=metadata) if metadata else answer
+
+    async def _reply(self, conversation: Conversation, turn: GreenTurn) -> AgentReply:
+        """One turn, the conversation's lock held."""
+        if turn.kind == "first":
+            conversation.mcp, conversation.mcp_tools_loaded = turn.mcp, False
+        if conversation.mcp is not None:
+            return await self._reply_over_mcp(conversation, conversation.mcp, turn)
+        mark = len(conversation.messages)
+        pending_before = conversation.pending_call_id
+        self._append_turn(conversation, turn)
+        try:
+            message = await self._complete(conversation)
+        except (openai.OpenAIError, httpx.HTTPError) as error:
+            # Every endpoint failure becomes the agent's own failure report; the turn is undone.
+            del conversation.messages[mark:]
+            conversation.pending_call_id = pending_before
+            logger.warning("model call failed for a context: %s", _describe(error))
+            return AgentReply(
+                f"The language model endpoint failed: {_describe(error)}; giving up after "
+                f"{self._settings.max_retries + 1} attempt(s).",
+                kind="task_failed",
+            )
+        return self._answer(conversation, message)
 
     async def _reply_over_mcp(
         self, conversation: Conversation, endpoint: McpEndpointInfo, turn: GreenTurn
@@ -320,6 +378,7 @@ class LlmAgent:
 
         async def call() -> Any:
             completion = await self._client.chat.completions.create(**kwargs)
+            conversation.usage.add(getattr(completion, "usage", None))
             return completion.choices[0].message
 
         return await call_with_retries(

@@ -47,11 +47,14 @@ class AgentReply:
     ``task_failed``     an A2A Task in state failed whose status message ``text`` explains why.
 
     ``data`` (optional) is sent as a data part after the text (e.g. the finance agent's ``{"tool_calls": [...]}``).
+    ``metadata`` (optional) goes on the reply message (on the status message of a Task), e.g. the llm agent's
+    ``{"arena/usage": {...}}``: what the turn cost, which Arena's green agent reports (docs/results.md).
     """
 
     text: str
     kind: ReplyKind = "message"
     data: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class TurnAgent(Protocol):
@@ -84,6 +87,8 @@ class TurnExecutor(AgentExecutor):
             answer = new_text_message(reply.text, context_id=context_id)
             if reply.data is not None:
                 answer.parts.append(new_data_part(reply.data))
+            if reply.metadata:
+                answer.metadata.update(reply.metadata)
             await event_queue.enqueue_event(answer)
             return
         task_id = context.task_id or str(uuid.uuid4())
@@ -96,7 +101,7 @@ class TurnExecutor(AgentExecutor):
             )
         )
         updater = TaskUpdater(event_queue, task_id, context_id)
-        status_message = updater.new_agent_message([new_text_part(reply.text)])
+        status_message = updater.new_agent_message([new_text_part(reply.text)], metadata=reply.metadata)
         if reply.kind == "task_failed":
             await updater.failed(status_message)
             return

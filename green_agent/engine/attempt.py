@@ -10,6 +10,10 @@ turns, the white agent for its replies and for the tool calls it asked for, the 
 rules that turn an exception or the attempt deadline into a category and a fault author are in
 :mod:`green_agent.engine.attribution`. The white agent's channel and the user factory are parameters
 (:class:`AttemptDeps`, :mod:`green_agent.engine.channels`), so tests drive every rule with scripted parties.
+
+The same places also start and stop the clocks of cost and latency (:class:`~green_agent.engine.costs.AttemptMeter`):
+each round trip to the white agent (with what it reported about its own usage), each turn of the simulated user, and
+the rest of the attempt; the result carries them as ``usage``. None of it affects the verdict.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from green_agent.engine.attribution import (
 )
 from green_agent.engine.channels import Scorer, UserFactory, WhiteChannel, WhiteChannels
 from green_agent.engine.config import BattleConfig
+from green_agent.engine.costs import AttemptMeter, UsageMeter
 from green_agent.engine.events import utc_now
 from green_agent.engine.results import (
     AttemptResult,
@@ -143,6 +148,7 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     """Play one attempt to its end and score it. Never raises except on cancellation."""
     context_id = uuid.uuid4().hex  # new for every attempt; never reused, never taken from the agent's echo
     started_at, t0 = utc_now(), time.perf_counter()
+    meter = AttemptMeter()  # where the time goes and what the parties' model calls cost (green_agent/engine/costs.py)
     phase = _Phase()
     env: AttemptEnvironment | None = None
     user: SimulatedUser | None = None
@@ -169,7 +175,8 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
         env: AttemptEnvironment, user: SimulatedUser, endpoint: ToolEndpoint | None
     ) -> TerminationReason:
         phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user's opening")
-        opening = await user.opening()
+        with meter.waiting_on_user():
+            opening = await user.opening()
         env.record_user_text(opening.text)
         if opening.stop:
             return TerminationReason.USER_STOP
@@ -198,7 +205,9 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
             if max(steps, env.steps) >= cfg.max_steps:
                 raise StoppedOnPurpose(max_steps_stop(cfg.max_steps))
             phase.set(FaultAuthor.WHITE_AGENT, f"waiting for the white agent (step {steps + 1})")
-            reply = await white.send(context_id=context_id, text=text, data=data, metadata=metadata)
+            with meter.waiting_on_agent():
+                reply = await white.send(context_id=context_id, text=text, data=data, metadata=metadata)
+            meter.agent_replied(reply.reported_usage)
             data, metadata = None, None
             steps += 1
             if env.fault is not None:  # tool_mode "mcp": one of the agent's MCP calls this turn was killed
@@ -211,7 +220,8 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
                 content = str(action.arguments.get("content", ""))
                 env.record_assistant_text(content)
                 phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user")
-                turn = await user.reply(content)
+                with meter.waiting_on_user():
+                    turn = await user.reply(content)
                 env.record_user_text(turn.text)
                 if turn.stop:
                     return TerminationReason.USER_STOP
@@ -273,7 +283,10 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
             result.reward = breakdown.reward
             result.failure = classify_scored(breakdown)
             result.outcome = "success" if result.failure is None else "failure"
-    result.duration_s = round(time.perf_counter() - t0, 3)
+    elapsed = time.perf_counter() - t0
+    result.duration_s = round(elapsed, 3)
+    user_usage = getattr(user, "usage", None)  # only a user that calls a model has one (the LLM user)
+    result.usage = meter.usage(cfg, user_usage if isinstance(user_usage, UsageMeter) else None, duration_s=elapsed)
     if env is not None and deps.trajectories_dir is not None:
         result.trajectory_file = await _write_trajectory(deps.trajectories_dir, spec, env, result)
     return result

@@ -22,9 +22,21 @@ from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
 from green_agent.engine.capped_transport import capped_http_client
 from green_agent.engine.channels import a2a_channels
 from green_agent.engine.config import BattleConfig, ConfigError
+from green_agent.engine.costs import battle_usage
 from green_agent.engine.events import BattleEvent, EventSink, fan_out, utc_now
-from green_agent.engine.report import render_markdown, write_run_dir
+from green_agent.engine.report import render_markdown
 from green_agent.engine.results import AttemptResult, BattleResult, GoldGap, ResultStatus
+from green_agent.engine.run_store import (
+    AttemptJournal,
+    AttemptKey,
+    RunFileError,
+    RunManifest,
+    check_resumable,
+    config_hash,
+    load_run,
+    read_events,
+    write_run_dir,
+)
 from green_agent.engine.tau.gold_gaps import gold_gap
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
@@ -69,6 +81,8 @@ class Battle:
         sandboxes: SandboxFactory | None = None,
         max_attempts: int | None = None,
         run_dir: Path | None = None,
+        resume: bool = False,
+        retry_infra: bool = False,
     ) -> None:
         check_user_config(config.user_simulator)  # refuse an LLM user without its key before anything starts
         self.battle_id = validate_battle_id(battle_id)
@@ -85,6 +99,12 @@ class Battle:
         self._attempt_tasks: list[asyncio.Task[AttemptResult]] = []
         self._finished: list[AttemptResult] = []
         self._cancel_requested = False
+        self._interrupt_requested = False
+        self._resume = resume
+        self._retry_infra = retry_infra
+        self._journal: AttemptJournal | None = None
+        self._prior_events: list[dict[str, Any]] = []
+        self.resumed_attempts = 0
         self.attempts_total = 0
         self.markdown: str | None = None
 
@@ -96,6 +116,14 @@ class Battle:
     def request_cancel(self) -> None:
         """Stop the battle: attempts in flight are cancelled, and it ends with a partial result (``cancelled``)."""
         self._cancel_requested = True
+        for task in self._attempt_tasks:
+            task.cancel()
+
+    def request_interrupt(self) -> None:
+        """The green agent is stopping (SIGTERM, Ctrl-C): attempts in flight are abandoned, not recorded (the white
+        agent may be going down with us, and its errors are not its fault), and the battle ends ``interrupted`` with a
+        partial summary; ``--resume`` runs what is missing."""
+        self._interrupt_requested = True
         for task in self._attempt_tasks:
             task.cancel()
 
@@ -121,11 +149,15 @@ class Battle:
                 f"k: {len(refs)} tasks x k={cfg.k} = {self.attempts_total} attempts exceed this green "
                 f"agent's limit of {self._max_attempts} per battle"
             )
+        carried = await self._open_run_dir(refs, started_at)
+        resumed = f" (resumed: {len(carried)} of {self.attempts_total} attempts already done)" if self._resume else ""
         await self.emit(
             "battle_started",
             f"🎯 Starting pass@{cfg.k} evaluation: {len(refs)} task(s) x {cfg.k} attempts"
-            + (" [CALIBRATION]" if cfg.calibration else ""),
+            + (" [CALIBRATION]" if cfg.calibration else "")
+            + resumed,
             attempts_total=self.attempts_total,
+            resumed_attempts=len(carried),
             tasks=[r.key for r in refs],
             k=cfg.k,
             calibration=cfg.calibration,
@@ -137,10 +169,66 @@ class Battle:
         async with capped_http_client(
             max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency * 2)
         ) as http:
-            return await self._run_attempts(refs, http, started_at, t0)
+            return await self._run_attempts(refs, carried, http, started_at, t0)
+
+    async def _open_run_dir(self, refs: list[TaskRef], started_at: str) -> dict[AttemptKey, AttemptResult]:
+        """Start the run directory's journal; on a resume, check the stored battle and return its finished attempts.
+
+        RunFileError (a ConfigError: the battle is refused) when the directory holds a different battle, or a
+        battle while no resume was asked for."""
+        if self.run_dir is None:
+            return {}
+        keys = [ref.key for ref in refs]
+        stored = await asyncio.to_thread(load_run, self.run_dir)
+        self._journal = AttemptJournal(self.run_dir)
+        if stored is None:
+            manifest = RunManifest(
+                battle_id=self.battle_id,
+                white_agent_url=self.white_agent_url,
+                config=self.config,
+                config_hash=config_hash(self.config),
+                created_at=started_at,
+                tasks=keys,
+            )
+            await self._journal.start(manifest, keep_bytes=None)
+            return {}
+        if not self._resume:
+            raise RunFileError(
+                f"battle_id: {self.run_dir} already holds battle {stored.manifest.battle_id}; "
+                "resume it or choose another id"
+            )
+        check_resumable(stored, self.config, keys)
+        wanted = {(key, a) for key in keys for a in range(1, self.config.k + 1)}
+        carried = {
+            key: attempt
+            for key, attempt in stored.attempts.attempts.items()
+            if key in wanted and not (self._retry_infra and attempt.outcome == "infra_error")
+        }
+        await self._journal.start(None, keep_bytes=stored.attempts.good_bytes if stored.attempts.torn else None)
+        self._prior_events = await asyncio.to_thread(read_events, self.run_dir)
+        self._finished = list(carried.values())
+        self.resumed_attempts = len(carried)
+        return carried
+
+    async def _record(self, result: AttemptResult) -> None:
+        """Make a finished attempt durable, then count it (unless the green agent is stopping: see
+        :meth:`request_interrupt`)."""
+        if self._interrupt_requested:
+            raise asyncio.CancelledError
+        if self._journal is not None:
+            try:
+                await self._journal.append(result)
+            except OSError:
+                log.exception("could not append attempt %s/%s to %s", result.task_key, result.attempt, self.run_dir)
+        self._finished.append(result)  # kept even if a cancel lands while the event below is sent
 
     async def _run_attempts(
-        self, refs: list[TaskRef], http: httpx.AsyncClient, started_at: str, t0: float
+        self,
+        refs: list[TaskRef],
+        carried: dict[AttemptKey, AttemptResult],
+        http: httpx.AsyncClient,
+        started_at: str,
+        t0: float,
     ) -> BattleResult:
         cfg = self.config
         deps = AttemptDeps(
@@ -178,7 +266,7 @@ class Battle:
                 except Exception as error:
                     log.exception("attempt %s/%s raised", key, attempt)
                     result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
-                self._finished.append(result)  # kept even if a cancel lands while the event below is sent
+                await self._record(result)
                 detail = f"\n   ↳ Error: {result.failure.detail}" if result.failure and result.failure.detail else ""
                 await self.emit(
                     "attempt_finished",
@@ -197,18 +285,32 @@ class Battle:
             asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}")
             for ref in refs
             for a in range(1, cfg.k + 1)
+            if (ref.key, a) not in carried
         ]
         if self._cancel_requested:
             self.request_cancel()
+        if self._interrupt_requested:
+            self.request_interrupt()
         try:
             await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
         except asyncio.CancelledError:
             for task in self._attempt_tasks:  # the battle itself is being torn down: take the attempts with it
                 task.cancel()
             await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
+            await self._write_interrupted(refs, started_at, t0)
             raise
         attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
-        status: ResultStatus = "cancelled" if self._cancel_requested else "completed"
+        status: ResultStatus = (
+            "interrupted" if self._interrupt_requested else "cancelled" if self._cancel_requested else "completed"
+        )
+        if status == "interrupted":
+            await self.emit(
+                "battle_interrupted",
+                f"⏸️ Battle interrupted (the green agent is stopping): {len(attempts)} of {self.attempts_total} "
+                "attempts finished and are kept; resume the battle to run the rest",
+                done=len(attempts),
+                total=self.attempts_total,
+            )
         if status == "cancelled":
             await self.emit(
                 "battle_cancelled",
@@ -222,18 +324,44 @@ class Battle:
         result.status = status
         markdown = await asyncio.to_thread(render_markdown, result)
         self.markdown = markdown
-        await self.emit(
-            "battle_finished",
-            markdown,
-            summary=[row.model_dump(mode="json") for row in result.summary.macro],
-            failure_breakdown=result.failure_breakdown,
-            infrastructure_errors=result.infrastructure_errors,
-        )
-        if self.run_dir is not None:
-            await asyncio.to_thread(
-                write_run_dir, self.run_dir, result, markdown, [e.model_dump(mode="json") for e in self._events]
+        if status != "interrupted":  # an interrupted battle is not over: it ends when a resume finishes it
+            await self.emit(
+                "battle_finished",
+                markdown,
+                summary=[row.model_dump(mode="json") for row in result.summary.macro],
+                failure_breakdown=result.failure_breakdown,
+                infrastructure_errors=result.infrastructure_errors,
             )
+        if self.run_dir is not None:
+            await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown, self._all_events())
         return result
+
+    def _all_events(self) -> list[dict[str, Any]]:
+        """events.jsonl: an earlier run's events (on a resume), then this run's."""
+        return [*self._prior_events, *(e.model_dump(mode="json") for e in self._events)]
+
+    async def _write_interrupted(self, refs: list[TaskRef], started_at: str, t0: float) -> None:
+        """The green agent is being stopped (Ctrl-C, SIGTERM): write a partial summary marked ``interrupted``.
+
+        Sinks are not told (their transports are going away); the event is kept for events.jsonl."""
+        if self.run_dir is None:
+            return
+        attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
+        done = f"{len(attempts)} of {self.attempts_total} attempts finished"
+        self._events.append(
+            BattleEvent(
+                type="battle_interrupted",
+                text=f"⏸️ Battle interrupted: {done}; resume it with --resume",
+                data={"battle_id": self.battle_id, "done": len(attempts), "total": self.attempts_total},
+            )
+        )
+        try:
+            result = await asyncio.to_thread(self._assemble, refs, attempts, started_at, time.perf_counter() - t0)
+            result.status = "interrupted"
+            markdown = await asyncio.to_thread(render_markdown, result)
+            await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown, self._all_events())
+        except Exception:
+            log.exception("could not write the interrupted summary of battle %s", self.battle_id)
 
     def _assemble(
         self, refs: list[TaskRef], attempts: list[AttemptResult], started_at: str, seconds: float
@@ -256,6 +384,8 @@ class Battle:
             failure_breakdown=dict(sorted(failures.items())),
             infrastructure_errors=sum(1 for a in attempts if a.outcome == "infra_error"),
             gold_gaps=self._gold_gaps(refs),
+            usage=battle_usage(attempts),
+            resumed_attempts=self.resumed_attempts,
         )
 
     def _gold_gaps(self, refs: list[TaskRef]) -> list[GoldGap]:

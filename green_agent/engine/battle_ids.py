@@ -9,6 +9,7 @@ written. Ids the green agent makes itself are random (128 bits), so they cannot 
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import Path
@@ -59,10 +60,18 @@ CLAIM_FILE = ".battle"
 launcher's logs for that same battle; a second battle with the id finds the claim and is refused)."""
 
 
-def claim_run_dir(runs_dir: Path, battle_id: str) -> Path:
-    """Create (or adopt) the run directory of a new battle; :class:`BattleIdError` when a battle already used it."""
+def claim_run_dir(runs_dir: Path, battle_id: str, *, resume: bool = False) -> Path:
+    """Create (or adopt) the run directory of a new battle; :class:`BattleIdError` when a battle already used it.
+
+    With ``resume`` the directory of an earlier, unfinished run of the same battle is taken over (its summary, if
+    any, must not say ``completed``); the battle then checks that it is the same battle (run_store)."""
     path = run_dir_for(runs_dir, battle_id)
     path.mkdir(parents=True, exist_ok=True)
+    if resume:
+        if _finished(path):
+            raise BattleIdError(f"battle_id: battle {battle_id!r} already finished; nothing to resume")
+        (path / CLAIM_FILE).write_text(battle_id + "\n", encoding="utf-8")
+        return path
     if (path / "summary.json").exists():
         raise BattleIdError(f"battle_id: a run for {battle_id!r} already exists; choose another id")
     try:
@@ -71,3 +80,11 @@ def claim_run_dir(runs_dir: Path, battle_id: str) -> Path:
     except FileExistsError:
         raise BattleIdError(f"battle_id: a run for {battle_id!r} already exists; choose another id") from None
     return path
+
+
+def _finished(path: Path) -> bool:
+    try:
+        data = json.loads((path / "summary.json").read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("status", "completed") == "completed"

@@ -54,6 +54,28 @@ class UserSimulatorConfig(StrictModel):
     max_user_turns: int = Field(default=12, ge=1, le=200)
 
 
+MAX_PRICED_MODELS = 64
+"""Most entries of a price table (:attr:`BattleConfig.prices`)."""
+MAX_MODEL_NAME_CHARS = 200
+"""Longest model name in a price table."""
+
+
+class ModelPrice(StrictModel):
+    """What one model costs, in US dollars per million tokens (the provider's list price; Arena ships none, because
+    prices change and a stale built-in table would print wrong costs with confidence)."""
+
+    input_usd_per_million_tokens: float = Field(ge=0, le=1_000_000, allow_inf_nan=False)
+    """Prompt (input) tokens."""
+    output_usd_per_million_tokens: float = Field(ge=0, le=1_000_000, allow_inf_nan=False)
+    """Completion (output) tokens."""
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """The price of that many tokens."""
+        return (
+            prompt_tokens * self.input_usd_per_million_tokens + completion_tokens * self.output_usd_per_million_tokens
+        ) / 1_000_000
+
+
 class BattleConfig(StrictModel):
     """The ``[pass_k_config]`` table plus the harness's extensions.
 
@@ -88,6 +110,20 @@ class BattleConfig(StrictModel):
     max_reply_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
     """Largest white-agent reply body read per turn; a larger reply is the agent's ``format_error``."""
     user_simulator: UserSimulatorConfig = UserSimulatorConfig()
+    prices: dict[str, ModelPrice] = Field(default_factory=dict, exclude_if=lambda prices: not prices)
+    """Model name -> price (``[pass_k_config.prices."gpt-4.1-mini"]``): what the battle's token counts cost
+    (green_agent/engine/costs.py). Only reports use it; it never changes a verdict, so a remote request may set it
+    (it replaces the operator's table). Left out of the JSON when empty, so older configs read and write as before."""
+
+    @field_validator("prices")
+    @classmethod
+    def _prices_bounded(cls, prices: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
+        if len(prices) > MAX_PRICED_MODELS:
+            raise ValueError(f"prices: at most {MAX_PRICED_MODELS} models (got {len(prices)})")
+        for name in prices:
+            if not name or len(name) > MAX_MODEL_NAME_CHARS:
+                raise ValueError(f"prices: a model name must have 1 to {MAX_MODEL_NAME_CHARS} characters")
+        return prices
 
     @field_validator("k")
     @classmethod
@@ -185,8 +221,9 @@ def parse_remote_battle_config(
 ) -> BattleConfig:
     """Validate a battle config that came over the network, on top of the operator's ``default``.
 
-    Remote configs may choose the battle (mode, tasks, k, limits, the user simulator's kind and temperature) but not
-    where the green agent connects or which of its environment variables it reads: a remote value for any of
+    Remote configs may choose the battle (mode, tasks, k, limits, the user simulator's kind and temperature, the
+    price table the report prices tokens with) but not where the green agent connects or which of its environment
+    variables it reads: a remote value for any of
     :data:`OPERATOR_ONLY_USER_FIELDS` is refused with an error naming the field. ``max_concurrency`` caps the
     attempts in flight a remote party may ask for (each attempt holds a process of its own).
     """

@@ -23,6 +23,7 @@ EventType = Literal[
     "attempt_started",
     "attempt_finished",
     "battle_cancelled",
+    "battle_interrupted",
     "battle_finished",
     "log",
 ]

@@ -11,14 +11,21 @@ BattleResult JSON (battle_backend/result_views.py), not a second markdown.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
-from pathlib import Path
-from typing import Any
 
+from green_agent.engine.costs import attempt_cost_line, cost_markdown
 from green_agent.engine.results import AttemptResult, BattleResult
+from green_agent.engine.run_store import write_run_dir
 from green_agent.statistics import MacroStat, first_k_all_pass, has_success_streak
-from green_agent.text_safety import clean_json, clean_text
+
+__all__ = [
+    "WIN_THRESHOLD",
+    "macro_pass_hat",
+    "macro_rows",
+    "render_markdown",
+    "winner_for",
+    "write_run_dir",
+]
 
 WIN_THRESHOLD = 0.5
 """The white agent "wins" an AgentBeats battle when macro pass^k (j = k) is at least this. Documented in README."""
@@ -97,6 +104,8 @@ def _task_section(key: str, attempts: list[AttemptResult], k: int, gold_gap: str
         lines.append(line)
         if a.failure is not None and a.failure.detail:
             lines.append(f"    - ↳ Error: {a.failure.detail}")
+        if (cost_line := attempt_cost_line(a)) is not None:
+            lines.append(f"    - {cost_line}")
     if gold_gap is not None:
         lines.append(f"- ⚠️ Known tau2 data gap, expected to fail: {gold_gap}")
     lines.append("")
@@ -109,6 +118,13 @@ def render_markdown(result: BattleResult) -> str:
     tasks = _by_task(result)
     title = "# Arena pass^k evaluation" + (" — CALIBRATION" if result.calibration else "")
     lines = [title, ""]
+    if result.status in ("cancelled", "interrupted"):
+        how = "was cancelled" if result.status == "cancelled" else "was interrupted (the green agent was stopped)"
+        lines += [
+            f"> PARTIAL: the battle {how}; this summary covers the {len(result.attempts)} attempts that finished"
+            + (". Resume it with `arena run SCENARIO --resume`." if result.status == "interrupted" else "."),
+            "",
+        ]
     if result.calibration:
         lines += [
             "> CALIBRATION battle: the white agent was told the task (replay of gold actions). These numbers "
@@ -117,7 +133,12 @@ def render_markdown(result: BattleResult) -> str:
         ]
     lines += [
         f"- battle: `{result.battle_id}`; white agent: {result.white_agent_url}",
-        f"- tasks: {len(tasks)}; attempts: {len(result.attempts)} (k = {k}); wall time {result.duration_s:.1f} s",
+        f"- tasks: {len(tasks)}; attempts: {len(result.attempts)} (k = {k}); wall time {result.duration_s:.1f} s"
+        + (
+            f" ({result.resumed_attempts} attempts resumed from an earlier run, not timed here)"
+            if result.resumed_attempts
+            else ""
+        ),
         f"- infrastructure errors (excluded from n, not the agent's fault): {result.infrastructure_errors}",
     ]
     micro = result.summary.micro
@@ -143,6 +164,7 @@ def render_markdown(result: BattleResult) -> str:
         "Failure breakdown: " + (", ".join(f"{c} x{n}" for c, n in result.failure_breakdown.items()) or "none"),
         "",
     ]
+    lines += cost_markdown(result)
     gaps = {gap.task_key: gap for gap in result.gold_gaps}
     if gaps:
         lines += [
@@ -158,14 +180,3 @@ def render_markdown(result: BattleResult) -> str:
         gap = gaps.get(key)
         lines += _task_section(key, attempts, k, gap.reason if gap is not None else None)
     return "\n".join(lines).rstrip() + "\n"
-
-
-def write_run_dir(run_dir: Path, result: BattleResult, markdown: str, events: list[dict[str, Any]]) -> None:
-    """runs/<battle id>/: summary.json, summary.md, events.jsonl (trajectories/ are written by the attempts)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    summary = json.dumps(clean_json(result.model_dump(mode="json")), indent=2, ensure_ascii=False)
-    (run_dir / "summary.json").write_text(summary, encoding="utf-8")
-    (run_dir / "summary.md").write_text(clean_text(markdown), encoding="utf-8")
-    with (run_dir / "events.jsonl").open("w", encoding="utf-8") as handle:
-        for event in events:
-            handle.write(json.dumps(clean_json(event), ensure_ascii=False) + "\n")

@@ -29,8 +29,10 @@ so backends must be at least as new as the green agents posting to them (docs/re
 ResultSchemaId = Literal["arena.battle-result/1"]
 AttemptOutcome = Literal["success", "failure", "infra_error"]
 """An attempt's outcome: ``infra_error`` attempts are not counted (not the agent's fault)."""
-ResultStatus = Literal["completed", "cancelled", "error"]
-"""How a battle ended: ``cancelled`` results summarise the attempts that finished before the cancel."""
+ResultStatus = Literal["completed", "cancelled", "interrupted", "error"]
+"""How a battle ended: ``cancelled`` results summarise the attempts that finished before the cancel;
+``interrupted`` ones those that finished before the green agent was stopped (Ctrl-C, SIGTERM): such a battle can be
+resumed (``arena run SCENARIO --resume``), which runs only the missing attempts."""
 
 
 class FailureCategory(StrEnum):
@@ -113,6 +115,76 @@ class TerminationReason(StrEnum):
     """The harness, the environment or tau2 failed (an infrastructure error)."""
 
 
+class LatencySummary(BaseModel):
+    """Percentiles of the white agent's turn latencies (seconds; numpy's linear interpolation). None when no turn."""
+
+    count: int = 0
+    p50_s: float | None = None
+    p95_s: float | None = None
+    max_s: float | None = None
+
+
+CostSource = Literal["reported", "price_table", "mixed"]
+"""Where a cost comes from: ``reported`` by the party itself (the provider's ``usage.cost`` for the user simulator,
+``cost_usd`` in the agent's ``arena/usage``), computed from the battle's price table (``config.prices``), or both
+(some calls each)."""
+
+
+class TokenUsage(BaseModel):
+    """One party's model usage, in an attempt or summed over a battle (green_agent/engine/costs.py).
+
+    Tokens are the sums over the calls that reported them (None when none did). The cost is None when it is not
+    known for every call (a call without usage, or a model neither reported nor in the price table), or when there
+    was no call: never a guess, never a 0 standing for "unknown"."""
+
+    calls: int = 0
+    """User simulator: chat completions answered. White agent: A2A replies received."""
+    reported: int = 0
+    """Of those, how many came with usable token counts (``usage`` from the provider; ``arena/usage`` metadata)."""
+    malformed: int = 0
+    """White agent only: replies whose ``arena/usage`` was present but invalid (ignored: counted as not reported)."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    cost_source: CostSource | None = None
+
+
+class AttemptUsage(BaseModel):
+    """Where one attempt's time went and what its model calls cost. The times come from the green agent's clock;
+    the agent's tokens are self-reported (unverified) and never affect a verdict."""
+
+    agent_turn_latencies_s: list[float] = Field(default_factory=list)
+    """One per A2A reply received, in order (at most max_steps): the white agent's round trip, including its own
+    MCP tool calls in tool_mode "mcp"."""
+    agent_latency: LatencySummary = Field(default_factory=LatencySummary)
+    agent_s: float = 0.0
+    """Waiting on the white agent: every round trip, also ones that failed or timed out."""
+    user_s: float = 0.0
+    """Waiting on the simulated user (its model calls and its own device tools)."""
+    harness_s: float = 0.0
+    """The rest of the attempt's duration: environment, parsing, the agent's text-mode tool calls, scoring."""
+    agent: TokenUsage = Field(default_factory=TokenUsage)
+    user: TokenUsage | None = None
+    """None for the scripted user (it calls no model)."""
+
+
+class BattleUsage(BaseModel):
+    """Cost and latency of a whole battle, summed over the attempts that carry :class:`AttemptUsage`.
+
+    Times are sums over attempts, which run concurrently: they say where the time went, not the wall time. A cost
+    is None unless it is known for every attempt; ``total_cost_usd`` is None unless every part is known."""
+
+    attempts: int = 0
+    agent_latency: LatencySummary = Field(default_factory=LatencySummary)
+    """Over every turn of every attempt."""
+    agent_s: float = 0.0
+    user_s: float = 0.0
+    harness_s: float = 0.0
+    agent: TokenUsage = Field(default_factory=TokenUsage)
+    user: TokenUsage | None = None
+    total_cost_usd: float | None = None
+
+
 class AttemptResult(BaseModel):
     """One (task, attempt): outcome, cost and why it failed."""
 
@@ -133,6 +205,9 @@ class AttemptResult(BaseModel):
     failure: Failure | None = None
     breakdown: RewardBreakdown | None = None
     trajectory_file: str | None = None
+    usage: AttemptUsage | None = Field(default=None, exclude_if=lambda usage: usage is None)
+    """Time per party, turn latencies, tokens and cost (None in results written before it existed, and then left
+    out of the JSON)."""
 
     @property
     def trial_outcome(self) -> bool | None:
@@ -192,6 +267,12 @@ class BattleResult(BaseModel):
     gold_gaps: list[GoldGap] = Field(default_factory=list, exclude_if=lambda gaps: not gaps)
     """Calibration battles only: the battle's tasks whose gold solution cannot pass (tau2's data), with why. Left
     out of the JSON when empty, so results without such a task read and write exactly as before the key existed."""
+    usage: BattleUsage | None = Field(default=None, exclude_if=lambda usage: usage is None)
+    """Cost and latency over the attempts (``green_agent.engine.costs.battle_usage``); None, and left out of the
+    JSON, when no attempt carries usage (results written before it existed)."""
+    resumed_attempts: int = Field(default=0, ge=0, exclude_if=lambda n: n == 0)
+    """Attempts taken from the run directory of an earlier, interrupted run of this battle (``--resume``) rather
+    than run now; ``duration_s`` covers only this run. Left out of the JSON when 0."""
 
 
 def _open_content(node: Any) -> None:

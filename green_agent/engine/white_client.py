@@ -65,9 +65,12 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct
 from pydantic import BaseModel, ConfigDict, Field
 
 from green_agent.engine.capped_transport import ReplyTooLarge, capped_http_client
+from green_agent.engine.costs import AGENT_USAGE_KEY
 from green_agent.text_safety import clean_json, clean_text
 
 logger = logging.getLogger(__name__)
@@ -114,6 +117,8 @@ class WhiteReply(BaseModel):
     echoed_context_id: str | None = None
     """The context id the agent put on its reply (diagnostics only; never reused)."""
     task_id: str | None = None
+    reported_usage: Any = None
+    """The raw value of the reply's ``arena/usage`` metadata (unvalidated: green_agent/engine/costs.py checks it)."""
 
 
 CommunicationKind = Literal["card", "connect", "network", "http_status", "jsonrpc", "invalid_response", "unexpected"]
@@ -261,6 +266,12 @@ def _texts(parts: Any) -> list[str]:
     return [clean_text(t) for t in get_text_parts(parts)]
 
 
+def _reported_usage(*metadata: Struct) -> Any:
+    """What the agent reported under AGENT_USAGE_KEY in the first metadata that has the key (None: none has)."""
+    found = next((m.fields[AGENT_USAGE_KEY] for m in metadata if AGENT_USAGE_KEY in m.fields), None)
+    return None if found is None else clean_json(MessageToDict(found))
+
+
 def _reply_from_message(message: Message) -> WhiteReply:
     return WhiteReply(
         text="\n".join(_texts(message.parts)),
@@ -268,6 +279,7 @@ def _reply_from_message(message: Message) -> WhiteReply:
         kind="message",
         echoed_context_id=message.context_id or None,
         task_id=message.task_id or None,
+        reported_usage=_reported_usage(message.metadata),
     )
 
 
@@ -307,6 +319,7 @@ def _reply_from_task(task: Task) -> WhiteReply:
         task_state=state,
         echoed_context_id=task.context_id or None,
         task_id=task.id or None,
+        reported_usage=_reported_usage(task.status.message.metadata, task.metadata),
     )
 
 

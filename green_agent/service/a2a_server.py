@@ -59,6 +59,7 @@ from green_agent.service.agentbeats import (
     refusal_reason,
 )
 from green_agent.service.operator_auth import OperatorAuthMiddleware, OperatorToken
+from green_agent.service.outbox import DEFAULT_RETENTION_S
 from green_agent.service.running_battles import BackendTarget, BattleRegistry, ServiceLimits
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ ACCEPTED_FORMATS = """This is the Arena green agent (tau-bench reliability asses
 2. an assessment request: {"participants": {"white_agent": "<A2A URL of the agent under test>"},
    "config": {"mode": "manual", "k": 4, "domain": "retail", "task_index": 5, ...}}
    answered as a Task that streams progress and ends with a "Result" artifact (markdown + JSON).
+   Optional "battle_id"; "resume": true continues an interrupted run of that battle id (only missing attempts run),
+   "retry_infra": true also re-runs its attempts that ended as infrastructure errors.
 Both as JSON text (or a JSON data part)."""
 
 
@@ -261,7 +264,8 @@ class GreenAgentExecutor(AgentExecutor):
             # AgentBeats sends the registered task_config; our backend also passes the battle's own config.
             overrides = start.config_overrides()
             config = self.registry.default_config if overrides is None else self.registry.remote_config(overrides)
-            record = self.registry.start(battle_id, white_url, config, backend=backend)
+            # A restarted green agent given the battle again continues its unfinished run (same white agent).
+            record = self.registry.start(battle_id, white_url, config, backend=backend, resume=None)
         except ConfigError as error:
             if backend is not None:
                 self.registry.report_refusal(battle_id, backend, error)
@@ -295,7 +299,14 @@ class GreenAgentExecutor(AgentExecutor):
                 else None
             )
             record = self.registry.start(
-                battle_id, white_url, config, sinks=[stream], backend=backend, a2a_task_id=task.id
+                battle_id,
+                white_url,
+                config,
+                sinks=[stream],
+                backend=backend,
+                a2a_task_id=task.id,
+                resume=_flag(payload, "resume"),
+                retry_infra=_flag(payload, "retry_infra"),
             )
         except ConfigError as error:
             refusal = {"error": str(error), "reason": refusal_reason(error).value}
@@ -321,10 +332,19 @@ class GreenAgentExecutor(AgentExecutor):
         await updater.add_artifact(
             [new_text_part(markdown), new_data_part(result.model_dump(mode="json"))], name="Result"
         )
-        if result.status == "cancelled":
-            await updater.cancel(status(f"battle {battle_id} was cancelled: partial summary in the Result artifact"))
+        if result.status in ("cancelled", "interrupted"):
+            ended = f"battle {battle_id} was {result.status}"
+            await updater.cancel(status(f"{ended}: partial summary in the Result artifact"))
             return
         await updater.complete(status(markdown.splitlines()[0] if markdown else "done"))
+
+
+def _flag(payload: dict[str, Any], name: str) -> bool:
+    """An optional boolean of the assessment request (``resume``, ``retry_infra``); anything else is refused."""
+    value = payload.get(name, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}: expected true or false")
+    return value
 
 
 def _assessment_request(payload: dict[str, Any], registry: BattleRegistry) -> tuple[str, BattleConfig]:
@@ -390,11 +410,14 @@ def create_app(
     components: Sequence[Component] = (),
     operator_token: OperatorToken | None = None,
     limits: ServiceLimits | None = None,
+    outbox_retention_s: float = DEFAULT_RETENTION_S,
 ) -> Starlette:
     """The green agent as a Starlette app: A2A JSON-RPC at /, the agent card, /health, plus ``components``.
 
     ``operator_token`` guards the control surface (see :mod:`green_agent.service.operator_auth`); when omitted a random
     one is generated and kept in ``app.state.operator_token``. ``limits`` bound what remote parties may ask for.
+    ``outbox_retention_s``: how long backend events are retried; on start, undelivered events of earlier processes
+    found in ``runs_dir`` are replayed in the background.
     """
     card = build_card(card_url)
     token = operator_token or OperatorToken.new()
@@ -432,10 +455,15 @@ def create_app(
                 default_config=default_config or BattleConfig(),
                 limits=service_limits,
                 sandboxes=sandboxes,
+                outbox_retention_s=outbox_retention_s,
             )
             stack.push_async_callback(battles.aclose)
+            battles.start_outbox_replay()  # backend events an earlier process could not deliver
             holder["registry"] = battles
             app.state.registry = battles
+            loop = asyncio.get_running_loop()
+            # Called from the server's signal handler (main.py): battles stop before their connections do.
+            app.state.interrupt_battles = lambda: loop.call_soon_threadsafe(battles.interrupt_all)
             for component in components:
                 await stack.enter_async_context(component.lifespan(battles))
             yield

@@ -8,8 +8,10 @@ import gc
 import logging
 import sys
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
+from starlette.applications import Starlette
 
 from green_agent.engine.config import ConfigError, load_battle_config
 from green_agent.service.operator_auth import TOKEN_ENV, TokenError, resolve_operator_token
@@ -81,9 +83,20 @@ def main(argv: list[str] | None = None) -> int:
         help="accept A2A assessment requests without the operator token (AgentBeats scenario "
         "runners); reading, cancelling and the other control endpoints still need it",
     )
+    parser.add_argument(
+        "--outbox-retention",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="how long an event a battle backend has not accepted yet is retried, counted from when it was reported "
+        "(kept in runs/<battle id>/outbox.jsonl, replayed on the next start; default 3600)",
+    )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
 
+    if not args.outbox_retention > 0:  # also refuses nan
+        print("error: --outbox-retention: must be a positive number of seconds", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # tau2 environments allocate many small objects; fewer GC passes cut environment builds ~3x (see notes/tau2.md).
     gc.set_threshold(100_000, 50, 100)
@@ -134,17 +147,39 @@ def main(argv: list[str] | None = None) -> int:
         components=components,
         operator_token=token,
         limits=limits,
+        outbox_retention_s=args.outbox_retention,
     )
     # SIGTERM must end the process within seconds even while battles stream: open streams get 1 s, then close.
-    uvicorn.run(
+    server = _GreenServer(
         app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level.lower(),
-        access_log=False,
-        timeout_graceful_shutdown=1,
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level.lower(),
+            access_log=False,
+            timeout_graceful_shutdown=1,
+        ),
     )
+    server.run()
     return 0
+
+
+class _GreenServer(uvicorn.Server):
+    """uvicorn, plus: on SIGTERM / SIGINT, running battles are interrupted at once (before uvicorn's graceful
+    shutdown), so attempts cut off by the stop are abandoned instead of scored: when ``arena run`` is stopped, the
+    white agent goes down at the same moment, and its refused connections must not count as the agent's failures.
+    The battles end ``interrupted`` with a partial summary; ``--resume`` continues them."""
+
+    def __init__(self, app: Starlette, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._app = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        interrupt = getattr(self._app.state, "interrupt_battles", None)
+        if callable(interrupt):
+            interrupt()
+        super().handle_exit(sig, frame)
 
 
 if __name__ == "__main__":

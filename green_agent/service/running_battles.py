@@ -17,15 +17,17 @@ from typing import Any, Literal
 
 from green_agent.engine.attempt import ToolGateway
 from green_agent.engine.battle import Battle
-from green_agent.engine.battle_ids import claim_run_dir, validate_battle_id
+from green_agent.engine.battle_ids import claim_run_dir, run_dir_for, validate_battle_id
 from green_agent.engine.config import BattleConfig, ConfigError, parse_remote_battle_config
 from green_agent.engine.events import BattleEvent, EventSink
 from green_agent.engine.report import render_markdown, winner_for
 from green_agent.engine.results import BattleResult
+from green_agent.engine.run_store import read_manifest, summary_status
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.service.agentbeats import ResultReason, refusal_reason
 from green_agent.service.backend_client import BackendReporter
+from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE, recent_outboxes
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,18 @@ class BackendTarget:
     url: str
     token: str | None = None
     white_name: str = "white_agent"
+
+
+def resumable_run(runs_dir: Path, battle_id: str, white_agent_url: str) -> bool:
+    """True when runs_dir/battle_id holds an unfinished run of a battle against ``white_agent_url``."""
+    try:
+        run_dir = run_dir_for(runs_dir, battle_id)
+        manifest = read_manifest(run_dir)
+    except ConfigError:
+        return False
+    return (
+        manifest is not None and manifest.white_agent_url == white_agent_url and summary_status(run_dir) != "completed"
+    )
 
 
 def backend_sink(reporter: BackendReporter) -> EventSink:
@@ -110,8 +124,12 @@ class BattleRegistry:
     battles: dict[str, BattleRecord] = field(default_factory=dict)
     tool_gateway: ToolGateway | None = None
     """Set by the MCP component: serves attempts' tools natively when a battle uses tool_mode = "mcp"."""
+    outbox_retention_s: float = DEFAULT_RETENTION_S
+    """How long a backend event is retried, counted from when it was reported (``arena-green --outbox-retention``)."""
     _by_task: dict[str, str] = field(default_factory=dict)
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
+    _replays: dict[str, BackendReporter] = field(default_factory=dict)
+    """Reporters delivering what an earlier process left in an outbox, by battle id."""
 
     def get(self, battle_id: str) -> BattleRecord | None:
         return self.battles.get(battle_id)
@@ -133,14 +151,21 @@ class BattleRegistry:
         sinks: Sequence[EventSink] = (),
         backend: BackendTarget | None = None,
         a2a_task_id: str | None = None,
+        resume: bool | None = False,
+        retry_infra: bool = False,
     ) -> BattleRecord:
         """Start a battle in the background. ConfigError when the id is invalid or taken, or the config cannot run.
 
-        The run directory is created here (refused if it exists): two runs never share a directory.
+        The run directory is created here (refused if it exists): two runs never share a directory. With ``resume``
+        an earlier, unfinished run of the battle in that directory is continued (only its missing attempts run;
+        ``retry_infra`` also re-runs its infrastructure errors); ``None`` resumes only when the directory holds an
+        unfinished run against the same white agent URL (a green agent restarted under an AgentBeats battle).
         """
         validate_battle_id(battle_id)
+        if resume is None:
+            resume = resumable_run(self.runs_dir, battle_id, white_agent_url)
         existing = self.battles.get(battle_id)
-        if existing is not None:
+        if existing is not None and (resume is not True or existing.state not in ("cancelled", "error")):
             raise ConfigError(f"battle_id: battle {battle_id} already exists ({existing.state})")
         planned = config.planned_attempts()
         if planned is not None and planned > self.limits.max_attempts_per_battle:
@@ -160,8 +185,10 @@ class BattleRegistry:
             tool_gateway=self.tool_gateway,
             sandboxes=self.sandboxes,
             max_attempts=self.limits.max_attempts_per_battle,
+            resume=resume,
+            retry_infra=retry_infra,
         )
-        claim_run_dir(self.runs_dir, battle_id)  # last check: a refused start must not use up the id
+        claim_run_dir(self.runs_dir, battle_id, resume=resume)  # last check: a refused start must not use up the id
         record = BattleRecord(battle_id, battle)
         self.battles[battle_id] = record
         if a2a_task_id:
@@ -196,26 +223,86 @@ class BattleRegistry:
                 await asyncio.shield(record.task)
         return record
 
+    def interrupt_all(self) -> None:
+        """The green agent is stopping: every running battle ends ``interrupted`` with a partial summary on disk."""
+        for record in self.battles.values():
+            if record.running:
+                record.battle.request_interrupt()
+
     async def aclose(self) -> None:
-        """Cancel everything still running (application shutdown)."""
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        """Cancel everything still running (application shutdown). Backend events not delivered yet stay in their
+        battles' outboxes (the next start replays them). A battle that ends while this runs hands its reporter to a
+        new background task: the loop takes those too."""
+        while tasks := [task for task in self._background if not task.done()]:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def start_outbox_replay(self) -> None:
+        """Deliver, in the background, what an earlier process of this green agent left in the outboxes of its runs
+        directory (within the retention). Called once when the application starts."""
+        self._keep(asyncio.create_task(self._replay_outboxes(), name="outbox-replay"))
+
+    async def _replay_outboxes(self) -> None:
+        paths = await asyncio.to_thread(recent_outboxes, self.runs_dir, self.outbox_retention_s)
+        for path in paths:
+            battle_id = path.parent.name
+            if battle_id in self.battles or battle_id in self._replays:
+                continue
+            try:
+                reporter = await BackendReporter.replay(path, retention_s=self.outbox_retention_s)
+            except (OSError, ValueError) as error:
+                log.warning("cannot replay the outbox %s: %s", path, error)
+                continue
+            if reporter is None:
+                continue
+            if battle_id in self.battles or not reporter.endpoint.endswith(f"/battles/{battle_id}"):
+                # Started while the file was read (its own reporter takes the file over), or not this run's file.
+                await reporter.aclose(timeout=0)
+                continue
+            self._replays[battle_id] = reporter
+            reporter.start()
+            self._keep(asyncio.create_task(self._deliver_rest(reporter, battle_id), name=f"outbox-replay-{battle_id}"))
+
+    async def _deliver_rest(self, reporter: BackendReporter, replay_of: str | None = None) -> None:
+        """Let ``reporter`` deliver what it holds (bounded by the retention: it expires what it cannot), then close
+        it. Cancelled (shutdown, or the battle was started again): what is left stays in the outbox."""
+        try:
+            await reporter.flush()
+        finally:
+            await reporter.aclose(timeout=0)
+            if replay_of is not None and self._replays.get(replay_of) is reporter:
+                del self._replays[replay_of]
+
+    async def _open_outbox(self, battle_id: str, reporter: BackendReporter) -> None:
+        """Make the battle's reporter durable, taking the outbox over from a replay of an earlier run (the battle
+        was given to us again, now with its token), then start it."""
+        replay = self._replays.pop(battle_id, None)
+        if replay is not None:
+            await replay.aclose(timeout=0)
+        await reporter.open_outbox(run_dir_for(self.runs_dir, battle_id) / OUTBOX_FILE)
+        reporter.start()
+
+    async def _hand_over(self, reporter: BackendReporter, exc_type: type[BaseException] | None) -> bool:
+        """The battle is over: its reporter keeps delivering in the background (bounded by the retention) while the
+        process lives. On shutdown (cancelled) it stops at once; what is left stays in the outbox. Never
+        suppresses the battle's exception."""
+        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
+            await reporter.aclose(timeout=0)
+        else:
+            self._keep(asyncio.create_task(self._deliver_rest(reporter), name=f"outbox-{reporter.endpoint}"))
+        return False
 
     def _reporter(self, battle_id: str, backend: BackendTarget) -> BackendReporter:
-        return BackendReporter(
-            backend.url,
-            battle_id,
-            token=backend.token,
-            spool_path=self.runs_dir / battle_id / "undelivered_events.jsonl",
-        )
+        return BackendReporter(backend.url, battle_id, token=backend.token, retention_s=self.outbox_retention_s)
 
     async def _run(
         self, record: BattleRecord, reporter: BackendReporter | None, backend: BackendTarget | None
     ) -> BattleResult:
         async with contextlib.AsyncExitStack() as stack:
             if reporter is not None:
-                await stack.enter_async_context(reporter)
+                stack.push_async_exit(lambda exc_type, _exc, _tb: self._hand_over(reporter, exc_type))
+                await self._open_outbox(record.battle_id, reporter)
             try:
                 result = await record.battle.run()
             except asyncio.CancelledError:
@@ -235,8 +322,9 @@ class BattleRegistry:
                     reporter.result(f"battle failed in the harness: {record.error}", winner="draw", detail=detail)
                 raise
             record.result = result
-            record.ended = "cancelled" if result.status == "cancelled" else "finished"
-            if reporter is not None and backend is not None:
+            record.ended = "cancelled" if result.status in ("cancelled", "interrupted") else "finished"
+            # An interrupted battle has no result yet: a resume (maybe by a restarted green agent) posts it once.
+            if reporter is not None and backend is not None and result.status != "interrupted":
                 reporter.result(
                     f"pass^k evaluation finished: {len(result.attempts)} attempts",
                     winner=winner_for(result, backend.white_name),

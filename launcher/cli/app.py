@@ -7,6 +7,7 @@ Commands:
   arena launcher ... -- CMD   an AgentBeats launcher server for one agent command
   arena green ... / white ... the agents themselves (same as ``arena-green`` / ``arena-white``)
   arena export / score / eval-csv / register   see each command's --help
+  arena compare RUN_A RUN_B   candidate A vs baseline B, paired by task (pass^j differences, intervals, verdict)
   arena schema                the JSON Schema of summary.json (arena.battle-result/1; docs/summary.schema.json)
 """
 
@@ -23,6 +24,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
+from launcher.cli.compare_command import compare_command
 from launcher.cli.eval_commands import eval_csv_command, score_command
 from launcher.cli.export_command import export_command
 from launcher.cli.register_command import register_command
@@ -37,6 +39,7 @@ app = typer.Typer(
 app.command("score")(score_command)
 app.command("eval-csv")(eval_csv_command)
 app.command("export")(export_command)
+app.command("compare")(compare_command)
 app.command("register")(register_command)
 
 _PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
@@ -86,6 +89,18 @@ def run(
             help="with --backend: the green agent's battle_timeout in seconds (default: estimated from the scenario)"
         ),
     ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="continue an interrupted battle: only its missing attempts run (the battle named by --battle-id, "
+            "default the newest unfinished run of this scenario in --runs-dir); a changed scenario is refused",
+        ),
+    ] = False,
+    retry_infra: Annotated[
+        bool,
+        typer.Option("--retry-infra", help="with --resume: also re-run attempts that ended as infrastructure errors"),
+    ] = False,
     startup_timeout: Annotated[float, typer.Option(help="seconds each agent gets to answer its card")] = 120.0,
     log_level: Annotated[str, typer.Option(help="log level of the arena process itself")] = "warning",
     green_module: Annotated[str, typer.Option(hidden=True)] = "green_agent",
@@ -93,8 +108,8 @@ def run(
 ) -> None:
     """Run a battle: start the white and green agents, stream progress, print the pass^k summary.
 
-    Exit codes: 0 the battle completed (whatever the agent scored), 1 harness error, 2 configuration error, 130
-    interrupted (Ctrl-C).
+    Exit codes: 0 the battle completed (whatever the agent scored; also --resume of a finished battle), 1 harness
+    error, 2 configuration error, 130 interrupted (Ctrl-C; the partial summary is written, --resume continues it).
     With --backend, a battle that the backend puts in state error or ends by timeout also exits 1.
     """
     from launcher.cli.run_command import EXIT_INTERRUPTED, RunOptions, execute_run, say
@@ -111,7 +126,12 @@ def run(
         startup_timeout_s=startup_timeout,
         green_module=green_module,
         white_module=white_module,
+        resume=resume,
+        retry_infra=retry_infra,
     )
+    if backend is not None and (resume or retry_infra):
+        say(console, "--resume and --retry-infra work without --backend", label="configuration error:")
+        raise typer.Exit(2)
     if backend is None and (open_browser or keep_backend or battle_timeout is not None):
         say(console, "--open, --keep-backend and --battle-timeout need --backend", label="configuration error:")
         raise typer.Exit(2)

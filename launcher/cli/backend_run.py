@@ -15,6 +15,14 @@ as direct mode. The flow is the platform's own:
 4. Poll ``GET /battles/{id}``; every new ``interact_history`` entry feeds the progress display; the result event's
    markdown is printed at the end.
 
+A backend outage is ridden out: before the battle exists, each call is tried a few times when the backend cannot be
+reached (a POST only when it never got there, so a registration or a battle is never made twice); while following
+the battle, an unreachable backend (connection error, timeout, 5xx, 408, 429) is polled again with backoff (up to
+5 s), with one line when it goes away and one when it is back. The green agent keeps its events in an outbox and
+delivers them when the backend returns, so the battle's history is complete. ``arena run`` gives up (exit 1) only
+after ``outage_limit_s`` of one outage (default: the battle timeout plus the green agent's outbox retention, the
+longest the result can take to arrive). The HTTP calls and their bounds are in :mod:`launcher.cli.backend_api`.
+
 Exit codes are those of direct mode: 0 the battle completed (whatever the agent scored), 1 harness error, the
 backend put the battle in state error, or it timed out (a draw by timeout), 2 configuration error (before anything
 starts, or the green agent refused the battle: the result's ``detail["reason"]`` is one of
@@ -33,6 +41,7 @@ import secrets
 import time
 import webbrowser
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,7 +52,9 @@ from rich.markdown import Markdown
 
 from green_agent.engine.config import BattleConfig, ConfigError, remote_config_dict
 from green_agent.service.agentbeats import REFUSALS
+from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE
 from launcher.cli.assessment_client import AssessmentOutcome
+from launcher.cli.backend_api import BackendApi, BackendError
 from launcher.cli.run_command import (
     EXIT_CONFIG_ERROR,
     EXIT_HARNESS_ERROR,
@@ -68,12 +79,10 @@ LOCAL = "local"
 WHITE_PARTICIPANT = "white_agent"
 """The participant name our green agent requires (the name in ``opponents``; the winner is reported by alias)."""
 _POLL_FAILURES_TOLERATED = 5
+_OUTAGE_MAX_DELAY_S = 5.0
+"""Longest pause between two polls of an unreachable backend."""
 _UPPER_BOUND_TASKS_PER_DOMAIN = 200
 """Mode "all" runs a whole split; no tau2 split is larger, so the timeout estimate stays an upper bound."""
-
-
-class BackendError(RuntimeError):
-    """The backend refused a call or could not be reached; the message names the call and the answer."""
 
 
 @dataclass
@@ -87,6 +96,9 @@ class BackendRunOptions:
     battle_timeout_s: float | None = None
     poll_interval_s: float = 0.5
     request_timeout_s: float = 15.0
+    outage_limit_s: float | None = None
+    """How long one backend outage is waited out while following the battle (None: the battle timeout plus the
+    green agent's outbox retention)."""
 
 
 @dataclass
@@ -133,57 +145,6 @@ def local_backend_argv(port: int, db_path: Path, *, python: str) -> list[str]:
     """Our backend for one run: loopback only, its SQLite file in the run directory."""
     argv = [python, "-m", "battle_backend", "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path)]
     return [*argv, "--log-level", "warning"]
-
-
-class BackendApi:
-    """The few AgentBeats calls ``arena run`` makes (same paths and bodies on our backend and on AgentBeats)."""
-
-    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
-        self.http = http
-        self.base_url = base_url.rstrip("/")
-
-    async def _call(self, method: str, path: str, *, expect: tuple[int, ...], json: Any = None) -> Any:
-        url = self.base_url + path
-        try:
-            response = await self.http.request(method, url, json=json)
-        except httpx.HTTPError as error:
-            raise BackendError(
-                f"{method} {url}: the backend did not answer ({type(error).__name__}: {error})"
-            ) from error
-        if response.status_code not in expect:
-            raise BackendError(f"{method} {url} answered HTTP {response.status_code}: {response.text[:500]}")
-        if response.status_code == 204 or not response.content:
-            return None
-        try:
-            return response.json()
-        except ValueError as error:
-            raise BackendError(f"{method} {url} answered something that is not JSON: {response.text[:200]}") from error
-
-    async def health(self) -> dict[str, Any]:
-        body = await self._call("GET", "/health", expect=(200,))
-        return body if isinstance(body, dict) else {}
-
-    async def register(self, body: dict[str, Any]) -> str:
-        """``POST /agents``; the new agent's id."""
-        record = await self._call("POST", "/agents", expect=(200, 201), json=body)
-        agent_id = record.get("agent_id") if isinstance(record, dict) else None
-        if not isinstance(agent_id, str) or not agent_id:
-            raise BackendError(f"POST {self.base_url}/agents answered without an agent_id: {str(record)[:300]}")
-        return agent_id
-
-    async def create_battle(self, body: dict[str, Any]) -> str:
-        """``POST /battles``; the new battle's id."""
-        record = await self._call("POST", "/battles", expect=(200, 201), json=body)
-        battle_id = record.get("battle_id") if isinstance(record, dict) else None
-        if not isinstance(battle_id, str) or not battle_id:
-            raise BackendError(f"POST {self.base_url}/battles answered without a battle_id: {str(record)[:300]}")
-        return battle_id
-
-    async def battle(self, battle_id: str) -> dict[str, Any]:
-        record = await self._call("GET", f"/battles/{battle_id}", expect=(200,))
-        if not isinstance(record, dict):
-            raise BackendError(f"GET {self.base_url}/battles/{battle_id} answered {str(record)[:200]}")
-        return record
 
 
 def is_arena_backend(health: dict[str, Any]) -> bool:
@@ -252,22 +213,49 @@ async def _follow(
     group: ProcessGroup,
     options: BackendRunOptions,
     deadline_s: float,
+    outage_limit_s: float,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Poll until the battle is finished or errored; a dead child or a battle that never ends is an error."""
+    """Poll until the battle is finished or errored; a dead child, a battle that never ends or a backend gone for
+    longer than ``outage_limit_s`` is an error. Time spent in outages does not count against ``deadline_s``."""
     follower = _Follower(display)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + deadline_s
     failures = 0
+    outage_started: float | None = None
+    outage_since = ""
+    delay = options.poll_interval_s
     while True:
         group.check_alive()
         try:
             battle = await api.battle(battle_id)
-        except BackendError:
+        except BackendError as error:
+            if error.transient:  # the backend is down or restarting: the green agent keeps the events meanwhile
+                now = loop.time()
+                if outage_started is None:
+                    outage_started, outage_since = now, datetime.now().strftime("%H:%M:%S")
+                    say(display.console, f"backend unreachable since {outage_since}, retrying ({error})")
+                    display.status(f"battle {battle_id}: backend unreachable since {outage_since}")
+                elif now - outage_started > outage_limit_s:
+                    outbox = options.run.runs_dir / battle_id / OUTBOX_FILE
+                    raise BackendError(
+                        f"the backend has been unreachable since {outage_since} ({now - outage_started:.0f} s, "
+                        f"longer than the limit of {outage_limit_s:g} s); giving up on battle {battle_id}. Last "
+                        f"error: {error}. The green agent's undelivered events are in {outbox}"
+                    ) from error
+                delay = min(max(delay, options.poll_interval_s) * 2, _OUTAGE_MAX_DELAY_S)
+                await asyncio.sleep(delay)
+                continue
             failures += 1  # a busy backend may miss one poll; a gone one fails every poll
             if failures >= _POLL_FAILURES_TOLERATED:
                 raise
             await asyncio.sleep(options.poll_interval_s)
             continue
+        if outage_started is not None:
+            down = loop.time() - outage_started
+            say(display.console, f"backend reachable again after {down:.1f} s (unreachable since {outage_since})")
+            display.status(f"battle {battle_id}")
+            deadline += down
+            outage_started, delay = None, options.poll_interval_s
         failures = 0
         follower.feed(battle)
         state = battle.get("state")
@@ -438,7 +426,8 @@ async def _run_battle(
         display.status(f"battle {battle_id}")
         # The backend's own timeout ends the battle; ours only guards against a backend that never does.
         deadline_s = battle_timeout + 300.0
-        return await _follow(api, battle_id, display, group, options, deadline_s)
+        outage_limit_s = options.outage_limit_s or battle_timeout + DEFAULT_RETENTION_S
+        return await _follow(api, battle_id, display, group, options, deadline_s, outage_limit_s)
 
 
 def _conclude(

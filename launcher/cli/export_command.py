@@ -5,7 +5,10 @@ result is the JSON data part of the green agent's "Result" artifact; for Arena t
 :class:`~green_agent.engine.results.BattleResult`. ``results-json`` writes exactly that shape (the same result JSON
 the AgentBeats client would collect from the artifact), so a run made locally, with ``arena run`` or through a
 backend, can be submitted like one made on the platform. ``csv`` is for spreadsheets and ad-hoc analysis: one row
-per attempt, with the failure category, fault author and reward breakdown.
+per attempt, with the failure category, fault author and reward breakdown. ``tau2`` writes tau2's own results file
+(``tau2.data_model.simulation.Results``) so ``tau2 view`` and tau2's metrics open the run
+(:mod:`launcher.cli.tau2_export`: one battle, conversations read from the run directory's trajectories,
+infrastructure errors left out).
 
 Sources: a run directory (``runs/<battle id>/``, its ``summary.json``), a ``summary.json``, a backend battle record
 (the JSON of ``GET /battles/{id}``, whose result detail is the BattleResult; its opponents' agent ids become the
@@ -82,6 +85,7 @@ class ExportFormat(StrEnum):
 
     RESULTS_JSON = "results-json"
     CSV = "csv"
+    TAU2 = "tau2"
 
 
 class ExportError(ValueError):
@@ -103,7 +107,7 @@ def _validate_result(data: Any, where: str) -> BattleResult:
         raise ExportError(f"{where}: not an Arena battle result ({format_validation_error(error)})") from None
 
 
-def _from_backend_record(record: dict[str, Any], where: str) -> LoadedBattles:
+def from_backend_record(record: dict[str, Any], where: str) -> LoadedBattles:
     """``GET /battles/{id}``: the result detail is the BattleResult; opponents name the participants."""
     result = record.get("result")
     detail = result.get("detail") if isinstance(result, dict) else None
@@ -144,7 +148,7 @@ def load_battles(source: Path) -> LoadedBattles:
             raise ExportError(f"{path}: results is empty")
         return LoadedBattles(results, {str(k): str(v) for k, v in data["participants"].items()})
     if "state" in data and "battle_id" in data:
-        return _from_backend_record(data, str(path))
+        return from_backend_record(data, str(path))
     raise ExportError(
         f"{path}: neither a summary.json, a backend battle record nor a results.json "
         f"(keys: {', '.join(sorted(data)[:12])})"
@@ -245,6 +249,8 @@ class Export:
 
     text: str
     participants: dict[str, str] | None = None
+    warnings: tuple[str, ...] = ()
+    """What the export left out or could not read (tau2 format), printed to stderr."""
 
 
 def export_battles(
@@ -261,6 +267,13 @@ def export_battles(
         check_complete(loaded.results)
     if fmt is ExportFormat.CSV:
         return Export(render_csv(loaded.results))
+    if fmt is ExportFormat.TAU2:
+        from launcher.cli.tau2_export import build_results  # imports tau2: only for this format
+
+        if len(loaded.results) != 1:
+            raise ExportError(f"{source}: holds {len(loaded.results)} battles; the tau2 format takes one")
+        tau2 = build_results(loaded.results[0], source if source.is_dir() else source.parent)
+        return Export(tau2.text, warnings=tau2.warnings)
     participants = {**loaded.participants, **explicit}
     document = results_document(loaded.results, participants)
     return Export(json.dumps(document, indent=2, ensure_ascii=False) + "\n", participants)
@@ -276,7 +289,12 @@ def export_command(
         ),
     ],
     fmt: Annotated[
-        ExportFormat, typer.Option("--format", help="results-json: the leaderboard shape; csv: one row per attempt")
+        ExportFormat,
+        typer.Option(
+            "--format",
+            help="results-json: the leaderboard shape; csv: one row per attempt; tau2: tau2's results file "
+            "(for tau2 view / tau2's metrics)",
+        ),
     ] = ExportFormat.RESULTS_JSON,
     out: Annotated[Path | None, typer.Option("--out", help="file to write (default: standard output)")] = None,
     participant_id: Annotated[
@@ -299,6 +317,8 @@ def export_command(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     text = export.text
+    for warning in export.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     if export.participants == {}:
         typer.echo(
             "note: participants is empty; leaderboards match results by agent id: add "

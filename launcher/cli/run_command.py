@@ -22,25 +22,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self
 
 import httpx
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.text import Text
 
 from green_agent.engine.config import ConfigError, remote_config_dict
+from green_agent.engine.run_store import RUN_FILE, summary_status
 from green_agent.service.operator_auth import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
+from launcher.cli.battle_display import BattleDisplay, say
+from launcher.cli.resume import ResumePlan, plan_resume, refuse_existing, write_scenario_record
 from launcher.cli.scenario import Scenario, WhiteAgentConfig, load_scenario
 from launcher.ports import free_ports, loopback_url
 from launcher.processes import ManagedProcess, ProcessError, ProcessGroup, wait_until_ready
@@ -72,6 +64,10 @@ class RunOptions:
     startup_timeout_s: float = 120.0
     idle_timeout_s: float | None = 300.0
     grace_s: float = 5.0
+    resume: bool = False
+    """Continue the unfinished battle ``battle_id`` (default: the newest unfinished run of the scenario)."""
+    retry_infra: bool = False
+    """With ``resume``: also re-run the attempts that ended as infrastructure errors."""
 
 
 @dataclass
@@ -85,6 +81,8 @@ class PreparedRun:
     backend_url: str | None
     operator_token: str = field(default="", repr=False)
     """The green agent's operator token for this run (generated; passed to it through its environment)."""
+    resume: ResumePlan | None = None
+    """Set with ``--resume``: what is on disk and whether anything is left to run."""
 
 
 @dataclass
@@ -97,14 +95,6 @@ class RunReport:
     outcome: AssessmentOutcome | None = None
     error: str | None = None
     pids: list[int] = field(default_factory=list)
-
-
-def say(console: Console, message: str, *, label: str | None = None) -> None:
-    """Print one message verbatim (no markup interpretation, no hard wrapping: paths stay copyable)."""
-    text = Text(message)
-    if label:
-        text = Text.assemble((label, "bold red"), " ", text)
-    console.print(text, highlight=False, soft_wrap=True)
 
 
 def generate_battle_id(name: str) -> str:
@@ -143,12 +133,45 @@ def prepare_run(options: RunOptions) -> PreparedRun:
             f"--battle-id: {options.battle_id!r} must be 1-128 characters of letters, digits, '.', '_' or '-' "
             "and start with a letter or digit"
         )
+    if options.retry_infra and not options.resume:
+        raise ConfigError("--retry-infra: only with --resume (it re-runs a stored battle's infrastructure errors)")
     check_secrets_present(scenario)
-    battle_id = options.battle_id or generate_battle_id(scenario.name)
+    plan = None
+    if options.resume:
+        plan = plan_resume(options.runs_dir, scenario, options.battle_id, retry_infra=options.retry_infra)
+        battle_id = plan.battle_id
+    else:
+        battle_id = options.battle_id or generate_battle_id(scenario.name)
+        refuse_existing(options.runs_dir, battle_id)
     run_dir = options.runs_dir / battle_id
     backend_url = options.backend_url or scenario.backend.url
     return PreparedRun(
-        scenario, battle_id, run_dir, run_dir / "logs", backend_url, operator_token=secrets.token_urlsafe(32)
+        scenario,
+        battle_id,
+        run_dir,
+        run_dir / "logs",
+        backend_url,
+        operator_token=secrets.token_urlsafe(32),
+        resume=plan,
+    )
+
+
+def _resume_note(console: Console, prepared: PreparedRun, options: RunOptions) -> None:
+    """After a battle that did not finish: where its partial summary is and how to continue it."""
+    if not (prepared.run_dir / RUN_FILE).exists():
+        return  # the battle never started: nothing to resume
+    status = summary_status(prepared.run_dir)
+    if status == "completed":
+        return
+    if status is not None:
+        say(console, f"partial summary ({status}): {prepared.run_dir / 'summary.json'}")
+    say(console, f"resume with: {resume_hint(prepared, options)}")
+
+
+def resume_hint(prepared: PreparedRun, options: RunOptions) -> str:
+    """The command that continues this battle."""
+    return f"arena run {options.scenario_path} --resume --battle-id {prepared.battle_id}" + (
+        f" --runs-dir {options.runs_dir}" if options.runs_dir != Path("runs") else ""
     )
 
 
@@ -180,80 +203,6 @@ def launcher_argv(
     """An ``arena launcher`` wrapping ``agent_argv`` (run through ``python -m launcher``: no install needed)."""
     argv = [python, "-m", "launcher", "launcher", "--port", str(port), "--agent-url", agent_url, "--name", name]
     return [*argv, "--log-dir", str(log_dir), "--", *agent_argv]
-
-
-class BattleDisplay:
-    """Live progress: a rich bar (attempts done / total, successes, failures, infrastructure errors) plus log lines."""
-
-    def __init__(self, console: Console, *, quiet: bool) -> None:
-        self.console = console
-        self.quiet = quiet
-        self.ok = 0
-        self.failed = 0
-        self.infra = 0
-        self.total: int | None = None
-        self._progress: Progress | None = None
-        self._task: TaskID | None = None
-
-    def __enter__(self) -> Self:
-        if not self.quiet:
-            self._progress = Progress(
-                SpinnerColumn(),
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("✅ {task.fields[ok]}  ❌ {task.fields[failed]}  ⚠️  {task.fields[infra]}"),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=False,
-            )
-            self._progress.__enter__()
-            self._task = self._progress.add_task("starting", total=None, ok=0, failed=0, infra=0)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(None, None, None)
-            self._progress = None
-
-    def status(self, text: str) -> None:
-        """A setup step ("starting the green agent...")."""
-        if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, description=text)
-
-    def line(self, text: str) -> None:
-        if not self.quiet:
-            say(self.console, text)
-
-    def on_event(self, event: dict[str, Any], text: str) -> None:
-        """The assessment client's callback."""
-        kind = event.get("type")
-        if kind == "battle_started":
-            total = event.get("attempts_total")
-            self.total = int(total) if isinstance(total, (int, float)) else None
-            self._update(description=f"battle {event.get('battle_id', '')}", total=self.total)
-        elif kind == "attempt_finished":
-            outcome = event.get("outcome")
-            if outcome == "success":
-                self.ok += 1
-            elif outcome == "infra_error":
-                self.infra += 1
-            else:
-                self.failed += 1
-            done = event.get("done")
-            total = event.get("total")
-            if isinstance(total, int):
-                self.total = total
-            self._update(
-                completed=done if isinstance(done, int) else self.ok + self.failed + self.infra, total=self.total
-            )
-        if text:
-            self.line(text)
-
-    def _update(self, **kwargs: Any) -> None:
-        if self._progress is None or self._task is None:
-            return
-        self._progress.update(self._task, ok=self.ok, failed=self.failed, infra=self.infra, **kwargs)
 
 
 async def start_agent(
@@ -338,7 +287,10 @@ async def _assess(
             config,
             battle_id=prepared.battle_id,
             on_event=display.on_event,
-            extra_request_fields={"backend_url": prepared.backend_url},
+            extra_request_fields={
+                "backend_url": prepared.backend_url,
+                **({"resume": True, "retry_infra": options.retry_infra} if prepared.resume is not None else {}),
+            },
             idle_timeout_s=options.idle_timeout_s,
             operator_token=prepared.operator_token,
         )
@@ -385,6 +337,21 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
 
     scenario = prepared.scenario
     report = RunReport(EXIT_HARNESS_ERROR, battle_id=prepared.battle_id)
+    plan = prepared.resume
+    if plan is not None and plan.action == "finished":
+        say(console, f"battle {plan.battle_id} already finished ({plan.done} attempts); nothing to resume")
+        say(console, f"summary: {plan.run_dir / 'summary.json'}")
+        report.summary_path = plan.run_dir / "summary.json"
+        report.exit_code = EXIT_OK
+        return report
+    if plan is not None:
+        say(
+            console,
+            f"resuming battle {plan.battle_id}: {plan.done} attempt(s) on disk"
+            + (f", {plan.infra_errors} infrastructure error(s) to re-run" if options.retry_infra else ""),
+        )
+    await asyncio.to_thread(prepared.run_dir.mkdir, parents=True, exist_ok=True)
+    await asyncio.to_thread(write_scenario_record, prepared.run_dir, scenario)
     started = time.monotonic()
     group = ProcessGroup(prepared.log_dir, grace_s=options.grace_s)
     try:
@@ -435,22 +402,20 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
                 report.outcome = outcome
                 if white_proc is not None and not white_proc.running:
                     display.line(str(white_proc.exited_error("during the battle")))
-    except ProcessError as error:
+    except (ProcessError, AssessmentError) as error:
         say(console, str(error), label="error:")
         say(console, f"logs: {prepared.log_dir}")
-        report.error = str(error)
-        return report
-    except AssessmentError as error:
-        say(console, str(error), label="error:")
-        say(console, f"logs: {prepared.log_dir}")
+        _resume_note(console, prepared, options)
         report.error = str(error)
         return report
     except asyncio.CancelledError:
         if group.received_signal is not None:
             say(console, f"stopped by {group.received_signal.name}; all agents stopped")
+            _resume_note(console, prepared, options)
             report.exit_code = 128 + int(group.received_signal)
             report.error = f"received {group.received_signal.name}"
             return report
+        _resume_note(console, prepared, options)  # Ctrl-C: the agents are stopped; app.py says so and exits 130
         raise
 
     elapsed = time.monotonic() - started

@@ -1,4 +1,6 @@
-"""BackendReporter against a small AgentBeats-like backend on loopback: order, retries, exactly-once, spooling."""
+"""BackendReporter against a small AgentBeats-like backend on loopback: order, retries, exactly-once, the outbox.
+
+(The outage, restart and idempotency tests against our real backend are in tests/backend/test_outbox.py.)"""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from starlette.routing import Route
 from green_agent.service.backend_client import BackendReporter, RetryPolicy, utc_timestamp
 from tests.support.servers import serve_app
 
-FAST = RetryPolicy(initial_delay_s=0.01, multiplier=2, max_delay_s=0.05, max_attempts=4)
+FAST = RetryPolicy(initial_delay_s=0.01, multiplier=2, max_delay_s=0.05)
 TOKEN = "battle-token-s3cr3t"
 
 
@@ -101,6 +103,7 @@ async def test_events_arrive_in_order_with_agentbeats_shapes() -> None:
         "reported_by": "arena green agent",
         "timestamp": first["timestamp"],
         "detail": {"n": 0},
+        "event_id": "battle-42:1",
     }
     assert second["markdown_content"] == "**1**"
     assert result == {
@@ -111,6 +114,7 @@ async def test_events_arrive_in_order_with_agentbeats_shapes() -> None:
         "timestamp": result["timestamp"],
         "reported_by": "arena green agent",
         "markdown_content": "# Summary",
+        "event_id": "battle-42:21",
     }
     assert first["timestamp"].endswith("Z") and "T" in first["timestamp"]
     assert sorted(p["timestamp"] for p in backend.posts) == [p["timestamp"] for p in backend.posts]
@@ -160,41 +164,54 @@ async def test_result_is_posted_exactly_once() -> None:
     assert [r["message"] for r in results] == ["first"]
 
 
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 async def test_400_on_the_result_means_battle_finished_and_is_not_retried(tmp_path: Path) -> None:
     backend = Backend(answer=lambda n, body: 400 if body["is_result"] else 204)
-    spool = tmp_path / "run" / "backend_undelivered.jsonl"
-    async with backend_server(backend) as url, reporter(url, spool_path=spool) as rep:
+    outbox = tmp_path / "run" / "outbox.jsonl"
+    async with backend_server(backend) as url, reporter(url) as rep:
+        await rep.open_outbox(outbox)
         rep.progress("p")
         rep.result("r", winner="green_agent", detail={})
     assert [p["message"] for p in backend.posts] == ["p", "r"]
     assert rep.result_status == "rejected"
     (failure,) = rep.failures()
     assert "battle already finished" in failure.reason and failure.status_code == 400
-    (line,) = spool.read_text().splitlines()
-    record = json.loads(line)
-    assert record["event"]["message"] == "r" and record["status_code"] == 400 and record["battle_id"] == "battle-42"
+    marks = [r for r in _records(outbox) if r["type"] == "mark"]
+    assert [(m["seq"], m["status"], m.get("code")) for m in marks] == [(1, "delivered", 204), (2, "rejected", 400)]
+    assert "battle already finished" in marks[1]["reason"]
 
 
-async def test_unreachable_backend_never_raises_and_spools_everything(tmp_path: Path) -> None:
-    spool = tmp_path / "undelivered.jsonl"
-    rep = reporter(_closed_port_url(), spool_path=spool, token=TOKEN)
+async def test_unreachable_backend_never_raises_and_expires_after_the_retention(tmp_path: Path) -> None:
+    outbox = tmp_path / "outbox.jsonl"
+    rep = reporter(_closed_port_url(), token=TOKEN, retention_s=0.3)
     async with rep:
+        await rep.open_outbox(outbox)
         rep.progress("one", detail={"x": 1})
         rep.progress("two")
         rep.result("over", winner="green_agent", detail={"ok": True})
+        assert await rep.flush(timeout=30)
     assert [e["message"] for e in rep.undelivered()] == ["one", "two", "over"]
     assert rep.result_status == "undelivered"
-    assert all(f.attempts == FAST.max_attempts and "gave up after" in f.reason for f in rep.failures())
-    records = [json.loads(line) for line in spool.read_text().splitlines()]
-    assert [r["event"] for r in records] == rep.undelivered()
-    assert TOKEN not in spool.read_text()
+    assert all("retention of 0.3 s" in f.reason for f in rep.failures())
+    # The head was retried; the two behind it were never sent ahead of it and passed their deadline meanwhile.
+    assert [f.attempts > 0 for f in rep.failures()] == [True, False, False]
+    records = _records(outbox)
+    assert [r["body"] for r in records if r["type"] == "event"] == rep.undelivered()
+    assert [r["status"] for r in records if r["type"] == "mark"] == ["expired"] * 3
+    header = records[0]
+    assert header["type"] == "header" and header["token"] is True and header["battle_id"] == "battle-42"
+    assert TOKEN not in outbox.read_text()
 
 
-async def test_close_deadline_cuts_off_a_hanging_backend(tmp_path: Path) -> None:
+async def test_close_deadline_cuts_off_a_hanging_backend_and_the_outbox_keeps_the_rest(tmp_path: Path) -> None:
     backend = Backend(hang=asyncio.Event())
-    spool = tmp_path / "spool.jsonl"
+    outbox = tmp_path / "outbox.jsonl"
     async with backend_server(backend) as url:
-        rep = reporter(url, spool_path=spool, request_timeout_s=60)
+        rep = reporter(url, request_timeout_s=60)
+        await rep.open_outbox(outbox)
         rep.progress("stuck")
         rep.progress("queued")
         rep.result("final", winner="green_agent", detail={})
@@ -203,8 +220,11 @@ async def test_close_deadline_cuts_off_a_hanging_backend(tmp_path: Path) -> None
         await rep.aclose(timeout=0.2)
         await rep.aclose(timeout=0.2)  # closing twice is harmless
     assert [e["message"] for e in rep.undelivered()] == ["stuck", "queued", "final"]
+    assert all("kept in" in f.reason for f in rep.failures())
     assert rep.result_status == "undelivered"
-    assert len(spool.read_text().splitlines()) == 3
+    records = _records(outbox)
+    assert [r["seq"] for r in records if r["type"] == "event"] == [1, 2, 3]
+    assert not [r for r in records if r["type"] == "mark"]  # all three are still to deliver: a replay takes them
 
 
 async def test_token_goes_in_headers_only_and_never_in_logs(caplog: pytest.LogCaptureFixture) -> None:
@@ -252,7 +272,7 @@ async def test_events_after_close_are_recorded_not_raised() -> None:
 def test_retry_policy_backoff_doubles_up_to_the_cap() -> None:
     policy = RetryPolicy()
     assert [policy.delay_after(n) for n in range(1, 7)] == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0]
-    assert policy.max_attempts == 6
+    assert policy.delay_after(10_000) == 5.0  # retried until the retention: the delay never overflows
 
 
 def test_timestamp_is_iso_utc() -> None:

@@ -23,6 +23,10 @@ Response specs (build them with the helpers):
                                                      adds ``retry-after-ms``/``retry-after`` headers)
     a plain dict                                     sent as the JSON body verbatim (status 200)
 
+    ``usage=`` on ``text_reply`` / ``tool_call_reply`` / ``tool_calls_reply`` scripts the completion's ``usage``
+    object (e.g. ``{"prompt_tokens": 120, "completion_tokens": 7, "cost": 0.0021}``; ``total_tokens`` is added when
+    missing); without it every completion reports 1 prompt + 1 completion token. Streamed answers carry no usage.
+
 Recording: every request reaching either route is appended to ``fake_state(app).requests`` as a
 :class:`RecordedRequest` (method, path, headers with lower-case names, parsed JSON body), e.g. to check the tool
 messages an agent sent or that the ``authorization`` header carried the key.
@@ -53,6 +57,7 @@ class TextReply:
 
     content: str
     finish_reason: str = "stop"
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class ToolCallsReply:
 
     calls: tuple[ToolCallSpec, ...]
     content: str | None = None
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,21 +91,42 @@ ResponseSpec = TextReply | ToolCallsReply | ErrorReply | dict[str, Any]
 Script = Iterable[ResponseSpec] | Callable[[dict[str, Any]], Any]
 
 
-def text_reply(content: str) -> TextReply:
-    """A text completion."""
-    return TextReply(content)
+def text_reply(content: str, *, usage: dict[str, Any] | None = None) -> TextReply:
+    """A text completion (``usage``: its scripted usage object)."""
+    return TextReply(content, usage=usage)
 
 
 def tool_call_reply(
-    name: str, arguments: dict[str, Any] | str, *, call_id: str | None = None, content: str | None = None
+    name: str,
+    arguments: dict[str, Any] | str,
+    *,
+    call_id: str | None = None,
+    content: str | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> ToolCallsReply:
     """A completion with one tool call."""
-    return ToolCallsReply((ToolCallSpec(name, arguments, call_id),), content)
+    return ToolCallsReply((ToolCallSpec(name, arguments, call_id),), content, usage)
 
 
-def tool_calls_reply(calls: Iterable[ToolCallSpec], *, content: str | None = None) -> ToolCallsReply:
+def tool_calls_reply(
+    calls: Iterable[ToolCallSpec], *, content: str | None = None, usage: dict[str, Any] | None = None
+) -> ToolCallsReply:
     """A completion with several tool calls."""
-    return ToolCallsReply(tuple(calls), content)
+    return ToolCallsReply(tuple(calls), content, usage)
+
+
+DEFAULT_USAGE: dict[str, Any] = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+"""The usage of a completion whose spec scripts none."""
+
+
+def _usage_json(usage: dict[str, Any] | None) -> dict[str, Any]:
+    """The scripted usage, with ``total_tokens`` added when it is missing and computable (malformed stays as is)."""
+    if usage is None:
+        return dict(DEFAULT_USAGE)
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if "total_tokens" in usage or not isinstance(prompt, int) or not isinstance(completion, int):
+        return dict(usage)
+    return {"total_tokens": prompt + completion, **usage}
 
 
 def error_reply(status: int, message: str = "scripted error", *, retry_after: float | None = None) -> ErrorReply:
@@ -164,7 +191,7 @@ def _completion_json(spec: TextReply | ToolCallsReply, model: str) -> dict[str, 
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "usage": _usage_json(spec.usage),
     }
 
 

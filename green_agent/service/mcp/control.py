@@ -21,8 +21,11 @@ another (a leaked id is a handle on someone else's run).
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import stat
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path, PurePath
 from typing import Annotated, Any
 
 import httpx
@@ -30,11 +33,12 @@ import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field, StrictBool
+from pydantic import Field, StrictBool, ValidationError
 
-from green_agent.engine.battle_ids import BattleIdError, new_battle_id, validate_battle_id
-from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError
+from green_agent.engine.battle_ids import BattleIdError, new_battle_id, run_dir_for, validate_battle_id
+from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError, format_validation_error
 from green_agent.engine.events import BattleEvent
+from green_agent.engine.results import BattleResult
 from green_agent.engine.tau.gold_gaps import gold_gap
 from green_agent.engine.tau.tasks import list_domains, load_tasks, select_tasks
 from green_agent.service.mcp.models import (
@@ -62,6 +66,8 @@ Arena green agent: tau-bench reliability assessments (pass^k / pass@k with confi
 4. score_attempts / compare_runs compute the metrics for your own trial lists or for finished battles."""
 
 RECENT_EVENTS_MAX = 200
+MAX_SUMMARY_BYTES = 64 * 1024 * 1024  # compare_runs reads no larger summary.json from disk
+SUMMARY_FILE = "summary.json"
 
 Trials = dict[str, list[StrictBool | None]]
 """task id -> ordered outcomes: true (success), false (failure), null (infrastructure error, not counted)."""
@@ -206,19 +212,64 @@ async def probe_white_agent(url: str, timeout_s: float) -> None:
         )
 
 
-def _trials_of(
+def _run_id_of_path(runs_dir: Path, value: str, name: str) -> str:
+    """The id in ``<runs dir>/<id>[/summary.json]`` (runs dir absolute, relative to the cwd, or left out), else
+    refused. Lexical: the caller's path is never opened, only ``run_dir_for(runs_dir, id)``: nothing outside is."""
+    path = PurePath(value).parent if PurePath(value).name == SUMMARY_FILE else PurePath(value)
+    prefix = os.path.abspath(path.parent) if str(path.parent) != "." else "."
+    if prefix not in {".", os.path.abspath(runs_dir), str(runs_dir.resolve())}:
+        raise ToolError(f"{name}: only battle ids and run directories in this green agent's runs directory are read")
+    return _checked_id(path.name, name)
+
+
+def _read_summary(runs_dir: Path, battle_id: str, name: str) -> BattleResult:
+    """``<runs dir>/<id>/summary.json`` (blocking: in a thread), a regular file (no symlink) of bounded size."""
+    where = f"{name}: the {SUMMARY_FILE} of battle {battle_id}"
+    try:
+        run_dir = run_dir_for(runs_dir, battle_id)
+        descriptor = os.open(run_dir / SUMMARY_FILE, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+    except BattleIdError as error:
+        raise ToolError(f"{name}: {error}") from None
+    except FileNotFoundError:
+        if run_dir.is_dir():
+            raise ToolError(f"{name}: battle {battle_id} has no {SUMMARY_FILE} (it never finished)") from None
+        raise ToolError(f"{name}: no battle {battle_id!r} on this green agent") from None
+    except OSError as error:
+        raise ToolError(f"{where} cannot be read ({error.strerror})") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        fits = stat.S_ISREG(info.st_mode) and info.st_size <= MAX_SUMMARY_BYTES
+        data = handle.read(MAX_SUMMARY_BYTES + 1) if fits else b""
+    if not fits or len(data) > MAX_SUMMARY_BYTES:
+        raise ToolError(f"{where} is not a regular file of at most {MAX_SUMMARY_BYTES >> 20} MB (see `arena compare`)")
+    try:
+        return BattleResult.model_validate_json(data)
+    except ValidationError as error:
+        raise ToolError(f"{where} is not a battle result ({format_validation_error(error)})") from None
+
+
+async def _trials_of(
     registry: BattleRegistry, value: str | Mapping[str, Sequence[bool | None]], name: str
 ) -> Mapping[str, Sequence[bool | None]]:
-    """Trials given directly, or those of a finished battle named by its id (task key -> outcomes by attempt)."""
+    """Trials given directly, or those of a finished battle (task key -> outcomes by attempt) named by its id (in
+    memory, else its summary.json on disk) or by its run directory inside the runs directory."""
     if not isinstance(value, str):
         return value
-    record = _record(registry, value, name)
-    if record.result is None or record.state != "finished":
-        # A cancelled battle's partial result is left out: the attempts that never finished are the slow ones, so
-        # comparing what is left would flatter that run.
-        raise ToolError(f"{name}: battle {value} has not finished (state {record.state})")
+    is_path = "/" in value or os.sep in value
+    battle_id = _run_id_of_path(registry.runs_dir, value, name) if is_path else _checked_id(value, name)
+    record = registry.get(battle_id)
+    if record is not None:
+        if record.result is None or record.state != "finished":
+            # A cancelled battle's partial result is left out: the attempts that never finished are the slow ones,
+            # so comparing what is left would flatter that run.
+            raise ToolError(f"{name}: battle {battle_id} has not finished (state {record.state})")
+        result = record.result
+    else:
+        result = await asyncio.to_thread(_read_summary, registry.runs_dir, battle_id, name)
+        if result.status != "completed":  # as above (`arena compare` compares partial runs, with a warning)
+            raise ToolError(f"{name}: battle {battle_id} ended with status {result.status}, not completed")
     trials: dict[str, list[bool | None]] = {}
-    for attempt in sorted(record.result.attempts, key=lambda a: (a.task_key, a.attempt)):
+    for attempt in sorted(result.attempts, key=lambda a: (a.task_key, a.attempt)):
         trials.setdefault(attempt.task_key, []).append(attempt.trial_outcome)
     return trials
 
@@ -403,10 +454,12 @@ def build_control_server(
         n_bootstrap: Annotated[int, Field(ge=0, le=100_000)] = 1000,
     ) -> TrialsComparison:
         """Paired comparison A minus B over the tasks both ran: pass^j / pass@j differences with intervals and a
-        sign test. ``a`` and ``b`` are each a finished battle's id or trials (task id -> ordered outcomes)."""
+        sign test. ``a`` and ``b`` are each trials (task id -> ordered outcomes), or a completed battle: its id (one
+        of this green agent's, running since its start or on disk in its runs directory) or its run directory
+        (``<runs dir>/<id>``, nothing outside the runs directory is read)."""
         battles = registry()
-        trials_a = _trials_of(battles, a, "a")
-        trials_b = _trials_of(battles, b, "b")
+        trials_a = await _trials_of(battles, a, "a")
+        trials_b = await _trials_of(battles, b, "b")
         return await _metrics(compare_trials, trials_a, trials_b, k_max=k_max, seed=seed, n_bootstrap=n_bootstrap)
 
     return server

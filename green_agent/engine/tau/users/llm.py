@@ -17,6 +17,9 @@ Failures: 429, 408/409, 5xx, timeouts, connection errors and empty answers are r
 (``Retry-After`` honoured, capped; :class:`green_agent.llm_retry.RetryBudget`) up to ``config.max_retries`` times,
 then :class:`UserSimulatorError`; other HTTP errors (bad request, authentication, unknown model) fail at once. The
 API key is never logged, and any echo of it in an error message from the server is redacted.
+
+Usage: every completion's ``usage`` (tokens, and ``cost`` when the provider sends one) is counted in
+:attr:`LLMUser.usage`; the attempt prices it and reports it (green_agent/engine/costs.py).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import openai
 from openai import AsyncOpenAI
 
 from green_agent.engine.config import UserSimulatorConfig
+from green_agent.engine.costs import UsageMeter, provider_usage
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users.base import UserSimulatorError, UserTurn
@@ -119,6 +123,8 @@ class LLMUser:
         self._system = user_system_prompt(ref.task, use_tools=bool(self._tools))
         self._history: list[dict[str, Any]] = []
         self._endpoint = urlsplit(str(self._client.base_url)).netloc or str(self._client.base_url)
+        self.usage = UsageMeter()
+        """Every completion received, with its ``usage`` (the attempt prices it: green_agent/engine/costs.py)."""
 
     @property
     def system_prompt(self) -> str:
@@ -228,6 +234,7 @@ class LLMUser:
     async def _answer(self) -> Any:
         """One request; the choice's message, or :class:`_EmptyAnswer` (retried like a server error)."""
         response = await self._client.chat.completions.create(**self._request())
+        self.usage.record(provider_usage(getattr(response, "usage", None)))  # empty answers were billed too
         message = response.choices[0].message if response.choices else None
         if message is not None and ((message.content or "").strip() or message.tool_calls):
             return message

@@ -136,7 +136,7 @@ def start_and_kill(runs: Path, battle_id: str, victim: str) -> tuple[int, str]:
 
 @pytest.mark.slow
 def test_kill_9_of_arena_run_then_resume_ends_with_the_uninterrupted_summary(
-    reference: dict[str, Any], tmp_path: Path
+    reference: dict[str, Any], reference_dir: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
     start_and_kill(runs, "cut", "arena")
@@ -156,6 +156,17 @@ def test_kill_9_of_arena_run_then_resume_ends_with_the_uninterrupted_summary(
     assert outcome_view(final) == outcome_view(reference)
     assert len(list((run_dir / "trajectories").glob("*.jsonl"))) == 20
     assert attempts_on_disk(run_dir) == 20
+
+    # arena compare of the resumed run against the uninterrupted one: the same numbers, task by task.
+    env = {**subprocess_environment(), "COLUMNS": "200"}
+    argv = [sys.executable, "-m", "launcher", "compare", str(run_dir), str(reference_dir), "--json"]
+    compared = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert compared.returncode == 0, compared.stderr
+    report = json.loads(compared.stdout)
+    assert report["verdict"]["outcome"] == "no_difference"
+    assert (report["verdict"]["diff"], report["verdict"]["ci_low"], report["verdict"]["ci_high"]) == (0.0, 0.0, 0.0)
+    assert report["flips"] == {"better_in_a": [], "better_in_b": []}
+    assert report["unmatched"] == {"only_in_a": [], "only_in_b": []}
 
 
 @pytest.mark.slow

@@ -146,9 +146,9 @@ class BattleEvent(BaseModel):
     markdown_content: str | None = None
     winner: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     event_id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_EVENT_ID_CHARS)] | None = None
-    """The poster's idempotency key (Arena's green agent sends ``"<battle id>:<seq>"``): an event whose key the
-    battle already holds is acknowledged (204) and not stored again, so a retry after a lost answer is harmless.
-    Optional; AgentBeats' own poster sends none (and AgentBeats 1.2.6 stores the key as an unknown field)."""
+    """The poster's idempotency key (Arena's green agent sends ``"<battle id>:<reporter nonce>:<seq>"``): an event
+    whose key the battle already holds is acknowledged (204) and not stored again, so a retry after a lost answer is
+    harmless. Optional; AgentBeats' own poster sends none (and AgentBeats 1.2.6 stores the key as an unknown field)."""
 
 
 def arena_result_error(problem: SchemaProblem) -> ApiError:

@@ -103,6 +103,7 @@ class Battle:
         self._resume = resume
         self._retry_infra = retry_infra
         self._journal: AttemptJournal | None = None
+        self._persisting: set[asyncio.Task[None]] = set()
         self._prior_events: list[dict[str, Any]] = []
         self.resumed_attempts = 0
         self.attempts_total = 0
@@ -204,6 +205,8 @@ class Battle:
             for key, attempt in stored.attempts.attempts.items()
             if key in wanted and not (self._retry_infra and attempt.outcome == "infra_error")
         }
+        if stored.finished and len(carried) == len(wanted):
+            raise RunFileError(f"battle_id: battle {self.battle_id} already finished; nothing to resume")
         await self._journal.start(None, keep_bytes=stored.attempts.good_bytes if stored.attempts.torn else None)
         self._prior_events = await asyncio.to_thread(read_events, self.run_dir)
         self._finished = list(carried.values())
@@ -215,6 +218,13 @@ class Battle:
         :meth:`request_interrupt`)."""
         if self._interrupt_requested:
             raise asyncio.CancelledError
+        # Shielded: a cancel landing mid-write must not leave an attempt on disk that the summary does not count.
+        persist = asyncio.create_task(self._persist(result))
+        self._persisting.add(persist)
+        persist.add_done_callback(self._persisting.discard)
+        await asyncio.shield(persist)
+
+    async def _persist(self, result: AttemptResult) -> None:
         if self._journal is not None:
             try:
                 await self._journal.append(result)
@@ -293,10 +303,12 @@ class Battle:
             self.request_interrupt()
         try:
             await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
+            await asyncio.gather(*self._persisting, return_exceptions=True)
         except asyncio.CancelledError:
             for task in self._attempt_tasks:  # the battle itself is being torn down: take the attempts with it
                 task.cancel()
             await asyncio.gather(*self._attempt_tasks, return_exceptions=True)
+            await asyncio.gather(*self._persisting, return_exceptions=True)
             await self._write_interrupted(refs, started_at, t0)
             raise
         attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))

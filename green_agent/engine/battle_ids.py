@@ -60,15 +60,16 @@ CLAIM_FILE = ".battle"
 launcher's logs for that same battle; a second battle with the id finds the claim and is refused)."""
 
 
-def claim_run_dir(runs_dir: Path, battle_id: str, *, resume: bool = False) -> Path:
+def claim_run_dir(runs_dir: Path, battle_id: str, *, resume: bool = False, retry_infra: bool = False) -> Path:
     """Create (or adopt) the run directory of a new battle; :class:`BattleIdError` when a battle already used it.
 
     With ``resume`` the directory of an earlier, unfinished run of the same battle is taken over (its summary, if
-    any, must not say ``completed``); the battle then checks that it is the same battle (run_store)."""
+    any, must not say ``completed`` unless ``retry_infra``: a finished battle's infrastructure errors may be
+    re-run); the battle then checks that it is the same battle and that something is left to run (run_store)."""
     path = run_dir_for(runs_dir, battle_id)
     path.mkdir(parents=True, exist_ok=True)
     if resume:
-        if _finished(path):
+        if _finished(path) and not retry_infra:
             raise BattleIdError(f"battle_id: battle {battle_id!r} already finished; nothing to resume")
         (path / CLAIM_FILE).write_text(battle_id + "\n", encoding="utf-8")
         return path

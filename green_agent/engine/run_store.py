@@ -14,8 +14,10 @@ too). So a run directory holds, besides the views written at the end:
   rename), so a reader sees the old file or the new one, never half of one.
 
 Resuming (:func:`load_run`) takes the finished attempts back and the battle runs only the missing ones. The config
-hash covers everything that can change an attempt's outcome; it leaves out :data:`RESUME_NEUTRAL_FIELDS` (how many
-attempts run at once, prices), so a resumed battle may use a different concurrency. Outcomes do not depend on run
+hash covers everything that can change an attempt's outcome or its figures; it leaves out
+:data:`RESUME_NEUTRAL_FIELDS` (how many attempts run at once), so a resumed battle may use a different concurrency.
+The stored config is hashed again when compared, so a field added by an upgrade (with its default) does not by itself
+make an unfinished run unresumable. Outcomes do not depend on run
 order (the flaky agent draws its fault from (seed, task, attempt), the scripted user is deterministic, the bootstrap
 is seeded), so a resumed battle ends with exactly the numbers of an uninterrupted one.
 """
@@ -43,8 +45,9 @@ RUN_FILE: Final = "run.json"
 ATTEMPTS_FILE: Final = "attempts.jsonl"
 SUMMARY_FILE: Final = "summary.json"
 RUN_SCHEMA_ID: Final = "arena.run/1"
-RESUME_NEUTRAL_FIELDS: Final = frozenset({"concurrency", "prices"})
-"""Config fields that cannot change an attempt's outcome: left out of the hash, free to differ on resume."""
+RESUME_NEUTRAL_FIELDS: Final = frozenset({"concurrency"})
+"""Config fields that cannot change an attempt's outcome or figure: left out of the hash, free to differ on resume.
+(``prices`` stays in: each attempt's cost is computed when it runs, so one summary must not mix two price tables.)"""
 MAX_ATTEMPT_LINE_BYTES: Final = 64 * 1024 * 1024
 """A longer line in attempts.jsonl is corruption (an attempt's result is kilobytes; its trajectory is elsewhere)."""
 
@@ -121,6 +124,13 @@ def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file private (0600); keep the mode the replaced file had, else the usual 0644, so a run
+        # directory written in a container stays readable by the host's user.
+        try:
+            mode = path.stat().st_mode & 0o777
+        except OSError:
+            mode = 0o644
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -258,7 +268,7 @@ def load_run(run_dir: Path) -> StoredRun | None:
 
 def check_resumable(stored: StoredRun, config: BattleConfig, tasks: list[str]) -> None:
     """Refuse a resume whose configuration or task set differs from the stored battle's, naming the difference."""
-    if stored.manifest.config_hash != config_hash(config):
+    if config_hash(stored.manifest.config) != config_hash(config):
         differences = config_differences(stored.manifest.config, config) or ["(the config hash differs)"]
         raise RunFileError(
             f"battle {stored.manifest.battle_id}: the configuration differs from the stored run's, so it cannot be "

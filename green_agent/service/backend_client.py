@@ -10,8 +10,10 @@ are retried with backoff (0.2 s doubling to 5 s; ``Retry-After`` honoured up to 
 its **retention** (default 1 hour, counted from when the event was reported; the time is in the outbox, so a
 restarted green agent keeps the same deadline), then given up as ``expired``. Any other 4xx is a permanent refusal
 (recorded; the next event goes); 400 on the result means the battle is already finished. Every event carries the
-idempotency key ``"event_id": "<battle id>:<seq>"`` (top level), so a retry after a lost answer is stored once by
-our backend. The result is sent at most once per reporter. Nothing is ever raised to the caller.
+idempotency key ``"event_id": "<battle id>:<reporter nonce>:<seq>"`` (top level), so a retry after a lost answer is
+stored once by our backend; the random nonce keeps keys of different reporters of one battle apart (a resumed battle,
+a refusal, an outbox whose last lines were lost in a crash), so a new event is never mistaken for a repeat. The
+result is sent at most once per reporter. Nothing is ever raised to the caller.
 
 Durability (:meth:`~BackendReporter.open_outbox`): events and outcomes are appended to the battle's outbox file
 (:mod:`green_agent.service.outbox`) off the event loop; what is undelivered at close stays there and
@@ -32,6 +34,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -93,6 +96,7 @@ class BackendReporter:
         self._retention_s = retention_s
         self._pending: deque[OutboxEntry] = deque()
         self._next_seq = 1
+        self._nonce = secrets.token_hex(4)
         self._outbox: OutboxWriter | None = None
         self._header_written = False
         self._wake = asyncio.Event()
@@ -324,7 +328,7 @@ class BackendReporter:
     def _enqueue(self, payload: dict[str, Any], *, is_result: bool) -> None:
         seq = self._next_seq
         self._next_seq += 1
-        payload["event_id"] = f"{self._battle_id}:{seq}"
+        payload["event_id"] = f"{self._battle_id}:{self._nonce}:{seq}"
         body = event_json(payload)  # ASCII JSON: a snapshot no later mutation can change
         entry = OutboxEntry(seq, time.time(), is_result, body)
         if self._closing:  # recorded, not written: the outbox is closed

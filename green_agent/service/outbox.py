@@ -12,7 +12,7 @@ fsync'd), so reporting an event never waits for the disk:
   written by each reporter that opens the file (the last one wins). ``token`` only says whether the battle had a
   battle token: the token itself is never written (it is held in memory; see ``BackendReporter``).
 * ``{"type": "event", "seq": n, "at": <epoch s when reported>, "result": bool, "body": {...}}`` — ``body`` is
-  exactly what is posted, including its idempotency key ``event_id`` (``"<battle id>:<seq>"``).
+  exactly what is posted, including its idempotency key ``event_id`` (``"<battle id>:<reporter nonce>:<seq>"``).
 * ``{"type": "mark", "seq": n, "status": "delivered" | "rejected" | "expired", "code"?: int, "reason"?: str}`` —
   the outcome of event ``n``. Events are settled strictly in ``seq`` order, so the events without a mark are
   exactly the ones still to deliver, in order.

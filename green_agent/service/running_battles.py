@@ -61,6 +61,10 @@ class BattleRecord:
         return self.state == "running"
 
 
+INTERRUPT_GRACE_S = 5.0
+"""At shutdown, how long interrupted battles get to summarise what finished before they are cancelled."""
+
+
 @dataclass(frozen=True)
 class BackendTarget:
     """Where a battle reports in the AgentBeats shapes (and as whom the white agent is named for the winner)."""
@@ -71,14 +75,17 @@ class BackendTarget:
 
 
 def resumable_run(runs_dir: Path, battle_id: str, white_agent_url: str) -> bool:
-    """True when runs_dir/battle_id holds an unfinished run of a battle against ``white_agent_url``."""
+    """True when runs_dir/battle_id holds an interrupted (or never summarised) run of a battle against
+    ``white_agent_url``. A cancelled battle is not continued automatically: it posted its result already."""
     try:
         run_dir = run_dir_for(runs_dir, battle_id)
         manifest = read_manifest(run_dir)
     except ConfigError:
         return False
     return (
-        manifest is not None and manifest.white_agent_url == white_agent_url and summary_status(run_dir) != "completed"
+        manifest is not None
+        and manifest.white_agent_url == white_agent_url
+        and summary_status(run_dir) in (None, "interrupted")
     )
 
 
@@ -165,7 +172,9 @@ class BattleRegistry:
         if resume is None:
             resume = resumable_run(self.runs_dir, battle_id, white_agent_url)
         existing = self.battles.get(battle_id)
-        if existing is not None and (resume is not True or existing.state not in ("cancelled", "error")):
+        # A battle refused before it started (no event emitted) leaves nothing behind and may be asked for again;
+        # otherwise an id is used once per process (a resume needs a restarted green agent: outbox, result settled).
+        if existing is not None and not (existing.state == "error" and not existing.battle.events):
             raise ConfigError(f"battle_id: battle {battle_id} already exists ({existing.state})")
         planned = config.planned_attempts()
         if planned is not None and planned > self.limits.max_attempts_per_battle:
@@ -188,7 +197,9 @@ class BattleRegistry:
             resume=resume,
             retry_infra=retry_infra,
         )
-        claim_run_dir(self.runs_dir, battle_id, resume=resume)  # last check: a refused start must not use up the id
+        claim_run_dir(
+            self.runs_dir, battle_id, resume=resume, retry_infra=retry_infra
+        )  # last check: a refused start must not use up the id
         record = BattleRecord(battle_id, battle)
         self.battles[battle_id] = record
         if a2a_task_id:
@@ -232,7 +243,16 @@ class BattleRegistry:
     async def aclose(self) -> None:
         """Cancel everything still running (application shutdown). Backend events not delivered yet stay in their
         battles' outboxes (the next start replays them). A battle that ends while this runs hands its reporter to a
-        new background task: the loop takes those too."""
+        new background task: the loop takes those too.
+
+        Running battles are interrupted first and given a few seconds to write their partial summaries (the signal
+        handler normally interrupted them already); only then is anything cancelled."""
+        self.interrupt_all()
+        running = [
+            record.task for record in self.battles.values() if record.task is not None and not record.task.done()
+        ]
+        if running:
+            await asyncio.wait(running, timeout=INTERRUPT_GRACE_S)
         while tasks := [task for task in self._background if not task.done()]:
             for task in tasks:
                 task.cancel()

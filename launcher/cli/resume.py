@@ -5,10 +5,10 @@ changed scenario) must be refused in a second with a message naming the differen
 The green agent checks again (the config hash in run.json), because a restarted green agent can be asked to resume
 by others too.
 
-What is compared: the battle configuration through its hash (run_store: everything that can change an outcome;
-``concurrency`` may differ), and the white agent's part of the scenario, which ``arena run`` records in
-``runs/<battle id>/scenario.json`` when the battle starts (the reference agent's kind, seed and fault rates decide its
-replies, so a resume against a different agent would mix two agents' attempts in one summary).
+What is compared: the battle configuration through its hash (run_store: everything that can change an outcome or a
+figure, prices included; ``concurrency`` may differ), and the white agent's part of the scenario, which ``arena run``
+records in ``runs/<battle id>/scenario.json`` when the battle starts (the reference agent's kind, seed and fault
+rates decide its replies, so a resume against a different agent would mix two agents' attempts in one summary).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def plan_resume(runs_dir: Path, scenario: Scenario, battle_id: str | None, *, re
 def _check_same_battle(stored: StoredRun, scenario: Scenario) -> None:
     config = scenario.pass_k_config
     differences = []
-    if stored.manifest.config_hash != config_hash(config):
+    if config_hash(stored.manifest.config) != config_hash(config):
         differences += config_differences(stored.manifest.config, config) or ["the configuration hash differs"]
     differences += _scenario_differences(stored.run_dir, scenario)
     if differences:

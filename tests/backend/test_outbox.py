@@ -54,10 +54,17 @@ def green_events(battle: dict[str, Any]) -> list[dict[str, Any]]:
     return [entry for entry in battle["interact_history"] if "event_id" in entry]
 
 
+def seq_of(entry: dict[str, Any], battle_id: str) -> int:
+    """The sequence number of a reporter's idempotency key ``<battle id>:<reporter nonce>:<seq>``."""
+    prefix, nonce, seq = entry["event_id"].rsplit(":", 2)
+    assert prefix == battle_id and len(nonce) == 8, entry["event_id"]
+    return int(seq)
+
+
 def assert_once_in_order(battle: dict[str, Any], battle_id: str, count: int) -> None:
     """Events 1..count each stored once, in order, the last one the result, and the battle finished by it."""
     posted = green_events(battle)
-    assert [e["event_id"] for e in posted] == [f"{battle_id}:{n}" for n in range(1, count + 1)], posted
+    assert [seq_of(e, battle_id) for e in posted] == list(range(1, count + 1)), posted
     assert [e["is_result"] for e in posted] == [False] * (count - 1) + [True]
     assert battle["state"] == "finished"
 
@@ -141,8 +148,8 @@ async def test_outbox_survives_a_crash_and_a_new_reporter_delivers_only_the_rest
         await replay.aclose()
 
     assert delivered_before == 3
-    ids = [body["event_id"] for body in backend.accepted]
-    assert ids == [f"battle-7:{n}" for n in range(1, 8)]
+    assert [seq_of(body, "battle-7") for body in backend.accepted] == list(range(1, 8))
+    assert len({body["event_id"].rsplit(":", 1)[0] for body in backend.accepted}) == 1  # one reporter's keys
     assert [b["message"] for b in backend.accepted] == [
         "early 0",
         "early 1",
@@ -154,10 +161,14 @@ async def test_outbox_survives_a_crash_and_a_new_reporter_delivers_only_the_rest
     ]
     # The replay never posted what the crashed process had delivered.
     after_crash = backend.posts[backend.posts.index(backend.accepted[3]) :]
-    assert not {"battle-7:1", "battle-7:2", "battle-7:3"} & {b["event_id"] for b in after_crash}
+    assert not {1, 2, 3} & {seq_of(b, "battle-7") for b in after_crash}
     marks = [r for r in records(outbox) if r["type"] == "mark"]
     assert [(m["seq"], m["status"]) for m in marks] == [(n, "delivered") for n in range(1, 8)]
     assert await BackendReporter.replay(outbox) is None  # nothing left
+
+
+WRITTEN_NONCE = "feedc0de"
+"""The reporter nonce of the outboxes the tests write by hand."""
 
 
 def write_outbox(path: Path, battle_id: str, url: str, bodies: list[dict[str, Any]], *, token: bool = False) -> None:
@@ -165,7 +176,7 @@ def write_outbox(path: Path, battle_id: str, url: str, bodies: list[dict[str, An
     header = {"type": "header", "format": "arena.outbox/1", "battle_id": battle_id, "backend_url": url, "token": token}
     lines = [json.dumps(header)]
     for seq, body in enumerate(bodies, start=1):
-        body = {**body, "event_id": f"{battle_id}:{seq}"}
+        body = {**body, "event_id": f"{battle_id}:{WRITTEN_NONCE}:{seq}"}
         lines.append(
             json.dumps({"type": "event", "seq": seq, "at": time.time(), "result": body["is_result"], "body": body})
         )
@@ -189,7 +200,7 @@ async def test_a_torn_last_line_is_ignored_and_cut_off_before_the_next_write(tmp
         replay.start()
         assert await replay.flush(timeout=LIMIT_S)
         await replay.aclose()
-    assert [b["event_id"] for b in backend.posts] == ["b-1:2", "b-1:3"]
+    assert [b["event_id"] for b in backend.posts] == [f"b-1:{WRITTEN_NONCE}:2", f"b-1:{WRITTEN_NONCE}:3"]
     written = records(outbox)  # every line parses again: the torn one is gone
     assert [(r["seq"], r["status"]) for r in written if r["type"] == "mark"] == [
         (1, "delivered"),
@@ -290,7 +301,7 @@ async def test_a_lost_answer_does_not_duplicate_an_event_or_the_result(arena: Ar
 
     def lose(body: dict[str, Any]) -> str | None:
         key = body["event_id"]
-        seq = int(key.rsplit(":", 1)[1])
+        seq = seq_of(body, battle_id)
         if key in lost or not (seq % 3 == 0 or seq % 4 == 0 or body["is_result"]):
             return None
         lost.add(key)
@@ -444,7 +455,7 @@ async def test_the_green_agent_replays_outboxes_of_its_runs_directory_on_start(t
         backend.down = False
         async with serve_app_factory(lambda card: create_app(card, runs_dir=runs), startup_timeout_s=60):
             await wait_until(lambda: asyncio.sleep(0, len(backend.accepted) == 2), limit=LIMIT_S)
-    assert [b["event_id"] for b in backend.accepted] == ["left-over:1", "left-over:2"]
+    assert [seq_of(b, "left-over") for b in backend.accepted] == [1, 2]
     assert load_outbox(runs / "left-over" / OUTBOX_FILE).pending == []
 
 
@@ -466,7 +477,7 @@ async def test_after_the_battle_the_registry_keeps_delivering_and_a_shutdown_lea
         assert finished.pending_count == 2 and backend.accepted == []
         backend.down = False
         await wait_until(lambda: asyncio.sleep(0, finished.pending_count == 0), limit=LIMIT_S)
-        assert [b["event_id"] for b in backend.accepted] == ["finished:1", "finished:2"]
+        assert [seq_of(b, "finished") for b in backend.accepted] == [1, 2]
 
         backend.down = True
         stuck = BackendReporter(url, "stuck", retry=QUICK)

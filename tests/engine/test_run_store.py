@@ -143,6 +143,10 @@ def test_the_config_hash_ignores_concurrency_and_names_what_differs() -> None:
     assert 'user_simulator.kind: "scripted" -> "llm"' in differences
     assert 'user_simulator.model: "gpt-4.1-mini" -> "m"' in differences
     assert not any(line.startswith("concurrency") for line in differences)
+    prices = {"m": {"input_usd_per_million_tokens": 1, "output_usd_per_million_tokens": 2}}
+    priced = BattleConfig.model_validate({**base.model_dump(), "prices": prices})
+    assert config_hash(priced) != config_hash(base)  # one summary must not mix two price tables
+    assert any(line.startswith("prices.m.") for line in config_differences(base, priced))
 
 
 def test_check_resumable_refuses_a_changed_config_or_task_set(tmp_path: Path) -> None:
@@ -177,3 +181,21 @@ def test_write_atomic_leaves_the_old_file_when_the_write_fails(tmp_path: Path, m
         write_atomic(target, "new")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]  # no temporary file left behind
+
+
+def test_atomic_files_keep_the_usual_mode_not_mkstemps_private_one(tmp_path: Path) -> None:
+    fresh = tmp_path / "summary.md"
+    write_atomic(fresh, "x")
+    assert fresh.stat().st_mode & 0o777 == 0o644
+    fresh.chmod(0o640)
+    write_atomic(fresh, "y")
+    assert fresh.stat().st_mode & 0o777 == 0o640 and fresh.read_text() == "y"
+
+
+def test_a_stored_config_is_hashed_again_so_a_stale_stored_hash_alone_does_not_refuse(tmp_path: Path) -> None:
+    config = BattleConfig(k=2, task_index=[1])
+    stale = manifest(config).model_copy(update={"config_hash": "sha256:written-by-an-older-version"})
+    (tmp_path / RUN_FILE).write_text(stale.model_dump_json())
+    stored = load_run(tmp_path)
+    assert stored is not None
+    check_resumable(stored, config, [])

@@ -100,3 +100,44 @@ async def test_an_assessment_resumes_only_when_asked_and_never_with_another_conf
     assert resumed.result["resumed_attempts"] == 3
     assert outcomes(resumed.result) == outcomes(first.result)
     assert resumed.result["summary"] == first.result["summary"]
+
+
+def mark_infra_error(run_dir: Path, line: int) -> None:
+    """Rewrite one stored attempt as an infrastructure error (as if the harness had failed it)."""
+    path = run_dir / ATTEMPTS_FILE
+    lines = path.read_bytes().splitlines(keepends=True)
+    attempt = json.loads(lines[line])
+    attempt.update(
+        outcome="infra_error",
+        reward=None,
+        failure={"category": "harness_error", "fault_author": "harness", "detail": "made up by the test"},
+    )
+    lines[line] = json.dumps(attempt).encode() + b"\n"
+    path.write_bytes(b"".join(lines))
+
+
+async def test_retry_infra_reruns_a_finished_battles_infrastructure_errors_only(
+    green_url: str, runs_dir: Path, tmp_path: Path
+) -> None:
+    battle_id = "resume-" + uuid.uuid4().hex[:8]
+    restarted_runs = tmp_path / "runs"
+    token = OperatorToken(TEST_OPERATOR_TOKEN)
+    async with white_agent("replay") as white:
+        first = await assess(green_url, white, CONFIG, battle_id=battle_id)
+        assert first.completed and first.result is not None
+        shutil.copytree(runs_dir / battle_id, restarted_runs / battle_id, ignore=shutil.ignore_patterns(".battle"))
+        mark_infra_error(restarted_runs / battle_id, line=1)
+        async with serve_app_factory(
+            lambda url: create_app(url, runs_dir=restarted_runs, operator_token=token), startup_timeout_s=60
+        ) as green:
+            plain = await assess(green, white, CONFIG, battle_id=battle_id, extra_request_fields={"resume": True})
+            assert not plain.completed and "already finished" in str(plain.error)
+            retried = await assess(
+                green, white, CONFIG, battle_id=battle_id, extra_request_fields={"resume": True, "retry_infra": True}
+            )
+            assert retried.completed and retried.result is not None
+    assert retried.result["resumed_attempts"] == 3
+    assert retried.result["infrastructure_errors"] == 0
+    assert outcomes(retried.result) == outcomes(first.result)
+    started = [e for e in retried.events if e.get("type") == "attempt_started"]
+    assert len(started) == 1

@@ -103,8 +103,11 @@ async def test_events_arrive_in_order_with_agentbeats_shapes() -> None:
         "reported_by": "arena green agent",
         "timestamp": first["timestamp"],
         "detail": {"n": 0},
-        "event_id": "battle-42:1",
+        "event_id": first["event_id"],
     }
+    prefix, nonce, seq = first["event_id"].split(":")  # <battle id>:<reporter nonce>:<seq>
+    assert (prefix, len(nonce), seq) == ("battle-42", 8, "1")
+    assert second["event_id"] == f"battle-42:{nonce}:2"
     assert second["markdown_content"] == "**1**"
     assert result == {
         "is_result": True,
@@ -114,7 +117,7 @@ async def test_events_arrive_in_order_with_agentbeats_shapes() -> None:
         "timestamp": result["timestamp"],
         "reported_by": "arena green agent",
         "markdown_content": "# Summary",
-        "event_id": "battle-42:21",
+        "event_id": f"battle-42:{nonce}:21",
     }
     assert first["timestamp"].endswith("Z") and "T" in first["timestamp"]
     assert sorted(p["timestamp"] for p in backend.posts) == [p["timestamp"] for p in backend.posts]

@@ -18,8 +18,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,27 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from backend_process import free_port, start_backend, stop_backend, wait_healthy  # noqa: E402
+
 from battle_backend.testing import FakeA2AAgent, FakeLauncher, serve_app  # noqa: E402
 
 SETUP_LIMIT_S = 60.0
 RUN_LIMIT_S = 600.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def _wait_healthy(client: httpx.AsyncClient, process: subprocess.Popen[bytes]) -> None:
-    async with asyncio.timeout(SETUP_LIMIT_S):
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the backend exited with code {process.returncode}")
-            with contextlib.suppress(httpx.TransportError):
-                if (await client.get("/health")).status_code == 200:
-                    return
-            await asyncio.sleep(0.05)
 
 
 async def _start_battle(client: httpx.AsyncClient, green: FakeA2AAgent, urls: dict[str, str]) -> str:
@@ -115,26 +98,10 @@ async def _poster(url: str, battle_id: str, number: int, count: int) -> tuple[in
 async def run(posters: int, events_per_poster: int) -> dict[str, Any]:
     """Start everything, post, count, stop; returns the figures."""
     green, white, launcher = FakeA2AAgent(name="bench-green"), FakeA2AAgent(name="bench-white"), FakeLauncher()
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "battle_backend",
-                "--port",
-                str(port),
-                "--db",
-                str(Path(tmp) / "bench.sqlite3"),
-                "--ready-poll-interval",
-                "0.5",
-                "--log-level",
-                "error",
-            ],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
+        process = start_backend(port, Path(tmp) / "bench.sqlite3", "--ready-poll-interval", "0.5")
         try:
             async with contextlib.AsyncExitStack() as stack:
                 urls = {
@@ -144,7 +111,7 @@ async def run(posters: int, events_per_poster: int) -> dict[str, Any]:
                 }
                 stack.push_async_callback(launcher.aclose)
                 async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=60.0) as client:
-                    await _wait_healthy(client, process)
+                    await wait_healthy(client, process, SETUP_LIMIT_S)
                     battle_id = await _start_battle(client, green, urls)
                     started = time.perf_counter()
                     async with asyncio.timeout(RUN_LIMIT_S):
@@ -154,12 +121,7 @@ async def run(posters: int, events_per_poster: int) -> dict[str, Any]:
                     elapsed = time.perf_counter() - started
                     battle = (await client.get(f"/battles/{battle_id}")).raise_for_status().json()
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+            stop_backend(process)
     accepted = sum(a for a, _ in outcomes)
     refused = sum(r for _, r in outcomes)
     stored = [tuple(e["bench"]) for e in battle["interact_history"] if isinstance(e.get("bench"), list)]

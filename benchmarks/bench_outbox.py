@@ -24,8 +24,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,42 +36,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from backend_process import free_port, start_backend, stop_backend, wait_healthy  # noqa: E402
+
 from battle_backend.testing import FakeA2AAgent, serve_app  # noqa: E402
 from green_agent.service.backend_client import BackendReporter  # noqa: E402
 from green_agent.service.outbox import OUTBOX_FILE  # noqa: E402
 
 LIMIT_S = 600.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start_backend(port: int, db: Path) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "battle_backend", "--port", str(port), "--db", str(db), "--log-level", "error"]
-    return subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-
-
-def _stop_backend(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=30)
-
-
-async def _wait_healthy(client: httpx.AsyncClient, process: subprocess.Popen[bytes]) -> None:
-    async with asyncio.timeout(LIMIT_S):
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the backend exited with code {process.returncode}")
-            with contextlib.suppress(httpx.TransportError):
-                if (await client.get("/health")).status_code == 200:
-                    return
-            await asyncio.sleep(0.02)
 
 
 async def _start_battle(client: httpx.AsyncClient, green: FakeA2AAgent, urls: dict[str, str]) -> tuple[str, str]:
@@ -94,11 +63,11 @@ async def _start_battle(client: httpx.AsyncClient, green: FakeA2AAgent, urls: di
 async def run(events: int, outage_s: float) -> dict[str, Any]:
     """Start everything, report through an outage, count; returns the figures."""
     green, white = FakeA2AAgent(name="g"), FakeA2AAgent(name="w")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
         db, outbox = Path(tmp) / "bench.sqlite3", Path(tmp) / "run" / OUTBOX_FILE
-        process = _start_backend(port, db)
+        process = start_backend(port, db)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 urls = {
@@ -106,7 +75,7 @@ async def run(events: int, outage_s: float) -> dict[str, Any]:
                     "white": await stack.enter_async_context(serve_app(white.app)),
                 }
                 client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, trust_env=False, timeout=60))
-                await _wait_healthy(client, process)
+                await wait_healthy(client, process, LIMIT_S)
                 battle_id, token = await _start_battle(client, green, urls)
                 reporter = BackendReporter(url, battle_id, token=token)
                 await reporter.open_outbox(outbox)
@@ -119,24 +88,26 @@ async def run(events: int, outage_s: float) -> dict[str, Any]:
                 assert await reporter.flush(timeout=LIMIT_S)
                 up_elapsed = time.perf_counter() - started
 
-                _stop_backend(process)
+                stop_backend(process)
                 for n in range(events):
                     reporter.progress(f"down {n}", detail={"type": "bench", "n": n, "pad": "x" * 200})
                 reporter.result("done", winner="w", detail={"attempts": []})
                 await asyncio.sleep(outage_s)
                 pending_at_restart = reporter.pending_count
-                process = _start_backend(port, db)
-                await _wait_healthy(client, process)
+                process = start_backend(port, db)
+                await wait_healthy(client, process, LIMIT_S)
                 back = time.perf_counter()
                 drained = await reporter.flush(timeout=LIMIT_S)
                 drain_s = time.perf_counter() - back
                 await reporter.aclose()
                 battle = (await client.get(f"/battles/{battle_id}")).raise_for_status().json()
         finally:
-            _stop_backend(process)
+            stop_backend(process)
         outbox_bytes = outbox.stat().st_size
-    stored = [e["event_id"] for e in battle["interact_history"] if "event_id" in e]
-    expected = [f"{battle_id}:{n}" for n in range(1, 2 * events + 2)]
+    # Keys are "<battle id>:<reporter nonce>:<seq>": one reporter here, so one nonce and seq 1..n in order.
+    keys = [e["event_id"].rsplit(":", 2) for e in battle["interact_history"] if "event_id" in e]
+    stored = [(prefix, int(seq)) for prefix, _nonce, seq in keys]
+    expected = [(battle_id, n) for n in range(1, 2 * events + 2)]
     return {
         "events_emitted": 2 * events + 1,
         "events_delivered": reporter.delivered_count,

@@ -23,7 +23,7 @@ from green_agent.engine.capped_transport import capped_http_client
 from green_agent.engine.channels import a2a_channels
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.costs import battle_usage
-from green_agent.engine.events import BattleEvent, EventSink, fan_out, utc_now
+from green_agent.engine.events import BattleEvent, EventSink, EventType, fan_out, utc_now
 from green_agent.engine.report import render_markdown
 from green_agent.engine.results import AttemptResult, BattleResult, GoldGap, ResultStatus
 from green_agent.engine.run_store import (
@@ -311,30 +311,12 @@ class Battle:
             await asyncio.gather(*self._persisting, return_exceptions=True)
             await self._write_interrupted(refs, started_at, t0)
             raise
-        attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
         status: ResultStatus = (
             "interrupted" if self._interrupt_requested else "cancelled" if self._cancel_requested else "completed"
         )
-        if status == "interrupted":
-            await self.emit(
-                "battle_interrupted",
-                f"⏸️ Battle interrupted (the green agent is stopping): {len(attempts)} of {self.attempts_total} "
-                "attempts finished and are kept; resume the battle to run the rest",
-                done=len(attempts),
-                total=self.attempts_total,
-            )
-        if status == "cancelled":
-            await self.emit(
-                "battle_cancelled",
-                f"🛑 Battle cancelled: {len(attempts)} of {self.attempts_total} "
-                "attempts finished; the summary covers those",
-                done=len(attempts),
-                total=self.attempts_total,
-            )
-        # Bootstrap intervals and rendering are CPU work proportional to the battle's size: off the event loop.
-        result = await asyncio.to_thread(self._assemble, refs, attempts, started_at, time.perf_counter() - t0)
-        result.status = status
-        markdown = await asyncio.to_thread(render_markdown, result)
+        if status != "completed":
+            await self.emit(*self._stop_event(status), done=self.attempts_done, total=self.attempts_total)
+        result, markdown = await self._summarise(refs, started_at, t0, status)
         self.markdown = markdown
         if status != "interrupted":  # an interrupted battle is not over: it ends when a resume finishes it
             await self.emit(
@@ -352,32 +334,39 @@ class Battle:
         """events.jsonl: an earlier run's events (on a resume), then this run's."""
         return [*self._prior_events, *(e.model_dump(mode="json") for e in self._events)]
 
-    async def _write_interrupted(self, refs: list[TaskRef], started_at: str, t0: float) -> None:
-        """The green agent is being stopped (Ctrl-C, SIGTERM): write a partial summary marked ``interrupted``.
+    def _stop_event(self, status: ResultStatus) -> tuple[EventType, str]:
+        """The event type and text of a battle that ends before all its attempts ran."""
+        done = f"{self.attempts_done} of {self.attempts_total} attempts finished"
+        if status == "interrupted":
+            kept = f"{done} and are kept; resume the battle to run the rest"
+            return "battle_interrupted", f"⏸️ Battle interrupted (the green agent is stopping): {kept}"
+        return "battle_cancelled", f"🛑 Battle cancelled: {done}; the summary covers those"
 
-        Sinks are not told (their transports are going away); the event is kept for events.jsonl."""
+    async def _summarise(
+        self, refs: list[TaskRef], started_at: str, t0: float, status: ResultStatus
+    ) -> tuple[BattleResult, str]:
+        """The result of the attempts finished so far and its markdown (CPU work proportional to the battle's size,
+        bootstrap intervals included: off the event loop)."""
+        result = await asyncio.to_thread(self._assemble, refs, started_at, time.perf_counter() - t0)
+        result.status = status
+        return result, await asyncio.to_thread(render_markdown, result)
+
+    async def _write_interrupted(self, refs: list[TaskRef], started_at: str, t0: float) -> None:
+        """The battle task is torn down (shutdown without an interrupt first): write a partial summary marked
+        ``interrupted``. Sinks are not told (their transports are going away); the event is kept for events.jsonl."""
         if self.run_dir is None:
             return
-        attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
-        done = f"{len(attempts)} of {self.attempts_total} attempts finished"
-        self._events.append(
-            BattleEvent(
-                type="battle_interrupted",
-                text=f"⏸️ Battle interrupted: {done}; resume it with --resume",
-                data={"battle_id": self.battle_id, "done": len(attempts), "total": self.attempts_total},
-            )
-        )
+        kind, text = self._stop_event("interrupted")
+        data = {"battle_id": self.battle_id, "done": self.attempts_done, "total": self.attempts_total}
+        self._events.append(BattleEvent(type=kind, text=text, data=data))
         try:
-            result = await asyncio.to_thread(self._assemble, refs, attempts, started_at, time.perf_counter() - t0)
-            result.status = "interrupted"
-            markdown = await asyncio.to_thread(render_markdown, result)
+            result, markdown = await self._summarise(refs, started_at, t0, "interrupted")
             await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown, self._all_events())
         except Exception:
             log.exception("could not write the interrupted summary of battle %s", self.battle_id)
 
-    def _assemble(
-        self, refs: list[TaskRef], attempts: list[AttemptResult], started_at: str, seconds: float
-    ) -> BattleResult:
+    def _assemble(self, refs: list[TaskRef], started_at: str, seconds: float) -> BattleResult:
+        attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
         trials: dict[str, list[bool | None]] = {r.key: [] for r in refs}
         for a in attempts:
             trials[a.task_key].append(a.trial_outcome)

@@ -9,7 +9,6 @@ written. Ids the green agent makes itself are random (128 bits), so they cannot 
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from pathlib import Path
@@ -69,7 +68,9 @@ def claim_run_dir(runs_dir: Path, battle_id: str, *, resume: bool = False, retry
     path = run_dir_for(runs_dir, battle_id)
     path.mkdir(parents=True, exist_ok=True)
     if resume:
-        if _finished(path) and not retry_infra:
+        from green_agent.engine.run_store import summary_status  # run_store needs the results models; lazily
+
+        if summary_status(path) == "completed" and not retry_infra:
             raise BattleIdError(f"battle_id: battle {battle_id!r} already finished; nothing to resume")
         (path / CLAIM_FILE).write_text(battle_id + "\n", encoding="utf-8")
         return path
@@ -81,11 +82,3 @@ def claim_run_dir(runs_dir: Path, battle_id: str, *, resume: bool = False, retry
     except FileExistsError:
         raise BattleIdError(f"battle_id: a run for {battle_id!r} already exists; choose another id") from None
     return path
-
-
-def _finished(path: Path) -> bool:
-    try:
-        data = json.loads((path / "summary.json").read_bytes())
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("status", "completed") == "completed"

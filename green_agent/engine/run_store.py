@@ -96,9 +96,9 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def config_differences(stored: BattleConfig, requested: BattleConfig) -> list[str]:
-    """``field: stored -> requested`` for each outcome-relevant field that differs (dotted paths)."""
-    old, new = _flatten(config_fingerprint(stored)), _flatten(config_fingerprint(requested))
+def json_differences(stored: Mapping[str, Any], requested: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``path: stored -> requested`` for each leaf that differs between two JSON objects (dotted paths)."""
+    old, new = _flatten(stored, prefix), _flatten(requested, prefix)
     missing = object()
     lines = []
     for name in sorted(old.keys() | new.keys()):
@@ -107,6 +107,14 @@ def config_differences(stored: BattleConfig, requested: BattleConfig) -> list[st
             shown = [("(absent)" if v is missing else json.dumps(v)) for v in (before, after)]
             lines.append(f"{name}: {shown[0]} -> {shown[1]}")
     return lines
+
+
+def config_differences(stored: BattleConfig, requested: BattleConfig) -> list[str]:
+    """The outcome-relevant fields that differ (dotted paths); empty when a resume may combine the two."""
+    if config_hash(stored) == config_hash(requested):
+        return []
+    differences = json_differences(config_fingerprint(stored), config_fingerprint(requested))
+    return differences or ["(the config hash differs)"]
 
 
 def fsync_dir(directory: Path) -> None:
@@ -268,8 +276,7 @@ def load_run(run_dir: Path) -> StoredRun | None:
 
 def check_resumable(stored: StoredRun, config: BattleConfig, tasks: list[str]) -> None:
     """Refuse a resume whose configuration or task set differs from the stored battle's, naming the difference."""
-    if config_hash(stored.manifest.config) != config_hash(config):
-        differences = config_differences(stored.manifest.config, config) or ["(the config hash differs)"]
+    if differences := config_differences(stored.manifest.config, config):
         raise RunFileError(
             f"battle {stored.manifest.battle_id}: the configuration differs from the stored run's, so it cannot be "
             f"resumed ({'; '.join(differences)}); run it as a new battle instead"

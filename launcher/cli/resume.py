@@ -24,8 +24,10 @@ from green_agent.engine.run_store import (
     RunFileError,
     StoredRun,
     config_differences,
-    config_hash,
+    json_differences,
     load_run,
+    read_manifest,
+    summary_status,
     write_atomic,
 )
 from launcher.cli.scenario import Scenario
@@ -55,20 +57,11 @@ def write_scenario_record(run_dir: Path, scenario: Scenario) -> None:
 
 
 def _scenario_differences(run_dir: Path, scenario: Scenario) -> list[str]:
-    path = run_dir / SCENARIO_RECORD
-    try:
-        stored = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return []  # started by something other than arena run (a green agent alone): nothing to compare
+    stored = _read_json(run_dir / SCENARIO_RECORD)
     stored_white = stored.get("white_agent") if isinstance(stored, dict) else None
     if not isinstance(stored_white, dict):
-        return []
-    current = scenario.white_agent.model_dump(mode="json")
-    return [
-        f"white_agent.{name}: {json.dumps(stored_white.get(name))} -> {json.dumps(current.get(name))}"
-        for name in sorted(stored_white.keys() | current.keys())
-        if stored_white.get(name) != current.get(name)
-    ]
+        return []  # started by something other than arena run (a green agent alone): nothing to compare
+    return json_differences(stored_white, scenario.white_agent.model_dump(mode="json"), "white_agent")
 
 
 def _newest_unfinished(runs_dir: Path, scenario: Scenario) -> str | None:
@@ -77,15 +70,15 @@ def _newest_unfinished(runs_dir: Path, scenario: Scenario) -> str | None:
     if not runs_dir.is_dir():
         return None
     for child in runs_dir.iterdir():
-        try:
-            stored = load_run(child) if child.is_dir() else None
+        try:  # the manifest and the summary's status only: attempts are read for the one run resumed
+            manifest = read_manifest(child) if child.is_dir() else None
         except ConfigError:
             continue
-        if stored is None or stored.finished:
+        if manifest is None or summary_status(child) == "completed":
             continue
         record = _read_json(child / SCENARIO_RECORD)
         if isinstance(record, dict) and record.get("name") == scenario.name:
-            candidates.append((stored.manifest.created_at, child.name))
+            candidates.append((manifest.created_at, child.name))
     return max(candidates)[1] if candidates else None
 
 
@@ -119,10 +112,7 @@ def plan_resume(runs_dir: Path, scenario: Scenario, battle_id: str | None, *, re
 
 
 def _check_same_battle(stored: StoredRun, scenario: Scenario) -> None:
-    config = scenario.pass_k_config
-    differences = []
-    if config_hash(stored.manifest.config) != config_hash(config):
-        differences += config_differences(stored.manifest.config, config) or ["the configuration hash differs"]
+    differences = config_differences(stored.manifest.config, scenario.pass_k_config)
     differences += _scenario_differences(stored.run_dir, scenario)
     if differences:
         raise RunFileError(

@@ -15,7 +15,7 @@ import logging
 import sqlite3
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,9 +34,8 @@ from battle_backend.store import BattleClosed, DuplicateEvent
 from battle_backend.testing import FakeA2AAgent
 from green_agent.service.backend_client import BackendReporter, RetryPolicy
 from green_agent.service.outbox import OUTBOX_FILE, load_outbox
-from launcher.ports import free_port, loopback_url
-from launcher.processes import ManagedProcess, ProcessGroup, wait_until_ready
 from tests.backend.conftest import Arena, progress, result, wait_until
+from tests.support.backend_process import RestartableBackend, restartable_backend
 from tests.support.servers import serve_app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -349,39 +348,7 @@ async def test_a_replay_without_the_battle_token_says_so_and_keeps_the_events(
 # --- a real backend process, stopped and restarted on the same port and database -------------------------------------
 
 
-@dataclass
-class BackendProcess:
-    """``python -m battle_backend`` on a fixed loopback port and SQLite file, which the test stops and restarts."""
-
-    group: ProcessGroup
-    port: int
-    db: Path
-    proc: ManagedProcess | None = None
-
-    @property
-    def url(self) -> str:
-        return loopback_url(self.port)
-
-    async def start(self) -> None:
-        argv = [sys.executable, "-m", "battle_backend", "--port", str(self.port), "--db", str(self.db)]
-        self.proc = self.group.start("backend", argv, cwd=REPO)
-        await wait_until_ready(self.proc, self.url + "/health", timeout_s=LIMIT_S)
-
-    async def stop(self) -> None:
-        assert self.proc is not None
-        await self.group.stop(self.proc)
-        self.proc = None
-
-
-@contextlib.asynccontextmanager
-async def backend_process(tmp_path: Path) -> AsyncIterator[BackendProcess]:
-    async with ProcessGroup(tmp_path / "logs", handle_signals=False) as group:
-        backend = BackendProcess(group, free_port(), tmp_path / "backend.sqlite3")
-        await backend.start()
-        yield backend
-
-
-async def _battle_on(backend: BackendProcess, stack: contextlib.AsyncExitStack) -> tuple[str, str]:
+async def _battle_on(backend: RestartableBackend, stack: contextlib.AsyncExitStack) -> tuple[str, str]:
     """Fake agents (no launchers) registered with the backend process and a battle started; (id, token)."""
     green, white = FakeA2AAgent(name="green"), FakeA2AAgent(name="white")
     stack.push_async_callback(green.aclose)
@@ -404,7 +371,7 @@ async def _battle_on(backend: BackendProcess, stack: contextlib.AsyncExitStack) 
     return battle_id, str(start["battle_token"])
 
 
-async def _battle(backend: BackendProcess, battle_id: str) -> dict[str, Any]:
+async def _battle(backend: RestartableBackend, battle_id: str) -> dict[str, Any]:
     async with httpx.AsyncClient(trust_env=False) as http:
         response = await http.get(f"{backend.url}/battles/{battle_id}")
         assert response.status_code == 200
@@ -412,7 +379,7 @@ async def _battle(backend: BackendProcess, battle_id: str) -> dict[str, Any]:
 
 
 async def test_a_backend_process_stopped_and_restarted_gets_every_event_once_in_order(tmp_path: Path) -> None:
-    async with backend_process(tmp_path) as backend, contextlib.AsyncExitStack() as stack:
+    async with restartable_backend(tmp_path) as backend, contextlib.AsyncExitStack() as stack:
         battle_id, token = await _battle_on(backend, stack)
         rep = BackendReporter(backend.url, battle_id, token=token, retry=QUICK)
         await rep.open_outbox(tmp_path / battle_id / OUTBOX_FILE)

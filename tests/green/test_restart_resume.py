@@ -6,6 +6,7 @@ a changed configuration is refused naming the field."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import uuid
@@ -38,6 +39,12 @@ def crash_copy(source: Path, runs: Path, keep: int) -> Path:
     return target
 
 
+def restarted_green(runs: Path) -> contextlib.AbstractAsyncContextManager[str]:
+    """A new green agent process's app on ``runs`` (what a restart after a crash gives), served on loopback."""
+    token = OperatorToken(TEST_OPERATOR_TOKEN)
+    return serve_app_factory(lambda url: create_app(url, runs_dir=runs, operator_token=token), startup_timeout_s=60)
+
+
 def outcomes(result: dict[str, Any]) -> list[tuple[int, int, str, float | None]]:
     return [(a["task_index"], a["attempt"], a["outcome"], a["reward"]) for a in result["attempts"]]
 
@@ -51,12 +58,9 @@ async def test_a_restarted_green_agent_resumes_its_battle_and_reports_once(
         assert first.completed and first.result is not None
         restarted_runs = tmp_path / "runs"
         crash_copy(runs_dir / battle_id, restarted_runs, keep=2)
-        token = OperatorToken(TEST_OPERATOR_TOKEN)
         record = Recorded()
         async with (
-            serve_app_factory(
-                lambda url: create_app(url, runs_dir=restarted_runs, operator_token=token), startup_timeout_s=60
-            ) as green,
+            restarted_green(restarted_runs) as green,
             serve_app(make_recording_backend(record)) as backend,
         ):
             ack = await send_v03(green, battle_start(battle_id, backend, white, json.dumps(CONFIG)))
@@ -77,14 +81,11 @@ async def test_an_assessment_resumes_only_when_asked_and_never_with_another_conf
 ) -> None:
     battle_id = "resume-" + uuid.uuid4().hex[:8]
     restarted_runs = tmp_path / "runs"
-    token = OperatorToken(TEST_OPERATOR_TOKEN)
     async with white_agent("replay") as white:
         first = await assess(green_url, white, CONFIG, battle_id=battle_id)
         assert first.completed and first.result is not None
         crash_copy(runs_dir / battle_id, restarted_runs, keep=3)
-        async with serve_app_factory(
-            lambda url: create_app(url, runs_dir=restarted_runs, operator_token=token), startup_timeout_s=60
-        ) as green:
+        async with restarted_green(restarted_runs) as green:
             again = await assess(green, white, CONFIG, battle_id=battle_id)
             assert not again.completed and "already holds battle" in str(again.error)
 
@@ -121,15 +122,12 @@ async def test_retry_infra_reruns_a_finished_battles_infrastructure_errors_only(
 ) -> None:
     battle_id = "resume-" + uuid.uuid4().hex[:8]
     restarted_runs = tmp_path / "runs"
-    token = OperatorToken(TEST_OPERATOR_TOKEN)
     async with white_agent("replay") as white:
         first = await assess(green_url, white, CONFIG, battle_id=battle_id)
         assert first.completed and first.result is not None
         shutil.copytree(runs_dir / battle_id, restarted_runs / battle_id, ignore=shutil.ignore_patterns(".battle"))
         mark_infra_error(restarted_runs / battle_id, line=1)
-        async with serve_app_factory(
-            lambda url: create_app(url, runs_dir=restarted_runs, operator_token=token), startup_timeout_s=60
-        ) as green:
+        async with restarted_green(restarted_runs) as green:
             plain = await assess(green, white, CONFIG, battle_id=battle_id, extra_request_fields={"resume": True})
             assert not plain.completed and "already finished" in str(plain.error)
             retried = await assess(

@@ -9,14 +9,11 @@ order, each once, and the result once. The quick tests drive the poll loop and t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,8 +25,7 @@ from rich.console import Console
 from launcher.cli.backend_api import BackendApi, BackendError
 from launcher.cli.backend_run import BackendRunOptions, _follow
 from launcher.cli.run_command import BattleDisplay, RunOptions
-from launcher.ports import free_port, loopback_url
-from launcher.processes import ManagedProcess, ProcessGroup, wait_until_ready
+from tests.support.backend_process import restartable_backend
 
 REPO = Path(__file__).resolve().parents[2]
 OUTAGE_S = 30.0
@@ -136,43 +132,6 @@ async def test_an_oversized_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -
 # --- slow: the Done-when, end to end ----------------------------------------------------------------------------
 
 
-@dataclass
-class Backend:
-    """Our backend process on a fixed port and database, stopped and restarted by the test."""
-
-    group: ProcessGroup
-    port: int
-    db: Path
-    proc: ManagedProcess | None = None
-
-    @property
-    def url(self) -> str:
-        return loopback_url(self.port)
-
-    async def start(self) -> None:
-        argv = [sys.executable, "-m", "battle_backend", "--port", str(self.port), "--db", str(self.db)]
-        self.proc = self.group.start("backend", argv, cwd=REPO)
-        await wait_until_ready(self.proc, self.url + "/health", timeout_s=120)
-
-    async def stop(self) -> None:
-        assert self.proc is not None
-        await self.group.stop(self.proc)
-
-    async def battle(self, battle_id: str) -> dict[str, Any]:
-        async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
-            response = await http.get(f"{self.url}/battles/{battle_id}")
-            assert response.status_code == 200, response.text
-            return response.json()  # type: ignore[no-any-return]
-
-
-@contextlib.asynccontextmanager
-async def our_backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    async with ProcessGroup(tmp_path / "logs", handle_signals=False) as group:
-        backend = Backend(group, free_port(), tmp_path / "backend.sqlite3")
-        await backend.start()
-        yield backend
-
-
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "NO_COLOR": "1"}
 
@@ -210,7 +169,7 @@ async def test_arena_run_backend_rides_out_a_30_s_outage_and_every_event_arrives
 ) -> None:
     scenario = long_scenario(tmp_path) if when == "mid-battle" else REPO / "scenarios" / "offline_demo.toml"
     runs = tmp_path / "runs"
-    async with our_backend(tmp_path) as backend:
+    async with restartable_backend(tmp_path) as backend:
         argv = [
             sys.executable,
             "-m",

@@ -1,11 +1,13 @@
 """``python -m battle_backend``: serve the backend with uvicorn.
 
 python -m battle_backend --host 127.0.0.1 --port 9000 --db arena_backend.sqlite3
+python -m battle_backend --port 9100 --db /tmp/view.sqlite3 --import battle.json   # view a run offline
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -14,7 +16,9 @@ from pathlib import Path
 import uvicorn
 
 from battle_backend.app import create_app
+from battle_backend.battle_import import ImportFileError, ImportReport, describe, import_files
 from battle_backend.settings import DEFAULT_DB_PATH, BackendSettings
+from battle_backend.sqlite_store import SQLiteStore
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,8 +93,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="Host header value the MCP endpoints (/mcp/, /sse) accept besides loopback and the --public-url host, "
         "e.g. backend:9000 or backend:* (repeatable; DNS-rebinding protection stays on)",
     )
+    parser.add_argument(
+        "--import",
+        dest="import_files",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE.json",
+        help="load a battle from an arena.battle-import/1 file (e.g. written by `arena view RUN_DIR`) into --db "
+        "before serving; never scheduled (repeatable; a battle already in the store is skipped)",
+    )
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     return parser
+
+
+async def import_into_store(settings: BackendSettings, paths: list[Path]) -> list[ImportReport]:
+    """Open the SQLite store, import the files (all checked before any is written), close it again."""
+    store = SQLiteStore(settings.db_path)
+    await store.open()
+    try:
+        return await import_files(store, paths, settings)
+    finally:
+        await store.close()
 
 
 def settings_from_args(args: argparse.Namespace) -> BackendSettings:
@@ -122,6 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.import_files:
+        try:
+            reports = asyncio.run(import_into_store(settings, args.import_files))
+        except ImportFileError as exc:
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
+        for report in reports:
+            print(describe(report), file=sys.stderr)
     uvicorn.run(
         create_app(settings), host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
     )

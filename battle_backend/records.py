@@ -207,6 +207,9 @@ class FinishSpec:
     finish_time: str
     extra: dict[str, Any] = field(default_factory=dict)
     """Additional keys for ``result`` (e.g. the timeout reason)."""
+    rated: bool = True
+    """False: the battle moves no rating (a calibration battle checks the harness, not an agent); the history
+    entries still say win/loss/draw, with an ``elo_change`` of 0."""
 
     def result_body(self) -> dict[str, Any]:
         """The ``result`` object of the battle record."""

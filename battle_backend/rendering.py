@@ -17,9 +17,14 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from battle_backend.attempt_data import attempt_path, finished_event_detail
+from battle_backend.attempt_filter import AttemptFilter
+from battle_backend.battle_facts import BattleFacts, battle_facts
+from battle_backend.progress_view import LiveProgress
 from battle_backend.records import AgentRecord, BattleRecord, EventRecord
 from battle_backend.result_views import ArenaResultView, build_result_view, find_battle_result
 from battle_backend.timestamps import display_timestamp
+from battle_backend.trajectory_view import raw_messages
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 STATIC_DIR = Path(__file__).parent / "static"
@@ -54,6 +59,10 @@ class Renderer:
         self.env.filters["markdown"] = self.markdown
         self.env.filters["pretty_json"] = pretty_json
         self.env.filters["display_time"] = display_timestamp
+        self.env.filters["attempt_url"] = attempt_path
+        # what a fragment rendered without them assumes: no filter, no calibration, no winner rule
+        self.env.globals["no_filter"] = AttemptFilter()
+        self.env.globals["no_facts"] = BattleFacts()
 
     def markdown(self, text: Any) -> Markup:
         """Markdown -> sanitised HTML (raw HTML in the markdown is allowed in, then cleaned like the rest)."""
@@ -69,13 +78,44 @@ class Renderer:
         """One timeline entry (the page renders it the same way on load and over SSE)."""
         return self.render("_event.html", event=event_context(event))
 
-    def status_html(self, battle: BattleRecord, agents: dict[str, AgentRecord]) -> str:
-        """The battle header: state, participants, error."""
-        return self.render("_status.html", battle=battle, agents=agents)
+    def status_html(
+        self, battle: BattleRecord, agents: dict[str, AgentRecord], *, started_calibration: bool = False
+    ) -> str:
+        """The battle header: state, winner with its rule, calibration banner, participants, error."""
+        facts = battle_facts(battle, started_calibration=started_calibration)
+        return self.render("_status.html", battle=battle, agents=agents, facts=facts)
 
-    def result_html(self, battle: BattleRecord) -> str:
-        """The result section (empty until the battle finished)."""
-        return self.render("_result.html", battle=battle, view=result_view(battle))
+    def result_html(
+        self,
+        battle: BattleRecord,
+        *,
+        started_calibration: bool = False,
+        attempt_filter: AttemptFilter | None = None,
+    ) -> str:
+        """The result section (empty until the battle finished); ``attempt_filter`` hides grid cells server-side."""
+        return self.render(
+            "_result.html",
+            battle=battle,
+            view=result_view(battle),
+            facts=battle_facts(battle, started_calibration=started_calibration),
+            flt=attempt_filter or AttemptFilter(),
+        )
+
+    def progress_html(
+        self, battle: BattleRecord, progress: LiveProgress, *, attempt_filter: AttemptFilter | None = None
+    ) -> str:
+        """The live progress box: counters, running pass^1, ETA and the live grid; empty once the result's own
+        views (final pass^k, final grid) supersede it. A battle without them (an interrupted run, a foreign result)
+        keeps the box."""
+        view = result_view(battle)
+        if view is not None and view.grid:
+            return ""
+        return self.render(
+            "_progress.html",
+            battle_id=battle.battle_id,
+            progress=progress,
+            flt=attempt_filter or AttemptFilter(),
+        )
 
 
 def pretty_json(value: Any) -> str:
@@ -86,12 +126,27 @@ def pretty_json(value: Any) -> str:
         return repr(value)
 
 
+def timeline_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """An event as the timeline shows it and the SSE stream sends it: an ``attempt_finished`` detail's trajectory
+    (up to 256 KB, for the attempt viewer) is replaced by a stub that says where the conversation is."""
+    detail = payload.get("detail")
+    if not isinstance(detail, dict) or not isinstance(detail.get("trajectory"), dict):
+        return payload
+    trajectory = detail["trajectory"]
+    stub = {
+        "messages": len(raw_messages(trajectory)),
+        "note": "the conversation is shown in the attempt viewer (and its raw JSONL)",
+    }
+    return {**payload, "detail": {**detail, "trajectory": stub}}
+
+
 def event_context(event: EventRecord) -> dict[str, Any]:
     """The fields of an event a timeline entry shows, each coerced to what the template expects."""
-    payload = event.payload
+    payload = timeline_payload(event.payload)
     message = payload.get("message")
     markdown = payload.get("markdown_content")
     detail = payload.get("detail")
+    keyed = finished_event_detail(payload)
     reported_by = payload.get("reported_by")
     timestamp = payload.get("timestamp")
     return {
@@ -107,6 +162,7 @@ def event_context(event: EventRecord) -> dict[str, Any]:
         "timestamp": display_timestamp(event.received_at if timestamp is None or timestamp == "" else timestamp),
         "winner": payload.get("winner"),
         "is_arena_result": bool(payload.get("is_result")) and find_battle_result(detail) is not None,
+        "attempt_url": attempt_path(event.battle_id, *keyed[0]) if keyed is not None else None,
     }
 
 

@@ -66,6 +66,13 @@ class GridCell:
     """What the cell shows: ✓ for a success, else the failure category."""
     title: str
     """The hover text: category, whose fault, detail."""
+    category: str = ""
+    """The failure category ("" for a success): the filter's key."""
+
+    @property
+    def outcome_words(self) -> str:
+        """The outcome for a screen reader."""
+        return {"infra_error": "infrastructure error", "unknown": "unknown outcome"}.get(self.outcome, self.outcome)
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ def _cell(outcome: str, category: str | None, author: str, detail: str) -> GridC
         return GridCell(outcome=outcome, label="✓", title="success")
     category = category or outcome
     title = category + (f" · fault: {author}" if author else "") + (f" · {detail}" if detail else "")
-    return GridCell(outcome=outcome, label=category, title=title[:1000])
+    return GridCell(outcome=outcome, label=category, title=title[:1000], category=category)
 
 
 def _grid(entries: Iterable[tuple[str, int, GridCell]]) -> tuple[list[GridRow], int]:
@@ -256,7 +263,8 @@ def _macro_rows(summary: dict[str, Any]) -> list[MacroRow]:
     return sorted(rows, key=lambda r: r.j)
 
 
-def _task_key(attempt: dict[str, Any]) -> str:
+def task_key_of(attempt: dict[str, Any]) -> str:
+    """``domain/split/index`` of a BattleResult attempt entry (its ``task_key`` when it carries one)."""
     key = attempt.get("task_key")
     if isinstance(key, str) and key:
         return key
@@ -281,7 +289,7 @@ def _generic_entries(attempts: list[Any]) -> Iterator[tuple[str, int, GridCell]]
             number = int(attempt.get("attempt", 0))
         except (TypeError, ValueError, OverflowError):
             continue
-        yield _task_key(attempt), number, _generic_cell(attempt)
+        yield task_key_of(attempt), number, _generic_cell(attempt)
 
 
 def generic_result_view(result: dict[str, Any]) -> ArenaResultView:

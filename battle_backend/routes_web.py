@@ -8,6 +8,7 @@ same bounds as a JSON body (`body_limits`).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,9 +20,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Message
 
 from battle_backend.api_models import AgentRegistration, ApiError, BattleCreate, validation_error
+from battle_backend.attempt_filter import AttemptFilter, FilterOptions, filter_options
 from battle_backend.body_limits import JsonLimits, parse_json, read_body
 from battle_backend.context import BackendContext
-from battle_backend.rendering import STATIC_DIR
+from battle_backend.progress_view import LiveProgress, live_progress
+from battle_backend.records import BattleRecord, BattleState
+from battle_backend.rendering import STATIC_DIR, result_view
+from battle_backend.routes_attempts import attempt_routes
 from battle_backend.routes_live import participant_agents
 
 MAX_FORM_FIELDS = 64
@@ -94,13 +99,26 @@ async def index(request: Request) -> HTMLResponse:
     return await _index(ctx, notice=notice)
 
 
+def _filter_options(battle: BattleRecord, progress: LiveProgress) -> FilterOptions:
+    """The tasks and categories of both grids (the final one and the live one)."""
+    view = result_view(battle)
+    rows: list[tuple[str, list[Any]]] = [(row.task_key, list(row.cells)) for row in view.grid] if view else []
+    rows += [(row.task_key, list(row.cells)) for row in progress.rows]
+    return filter_options(
+        (task for task, _ in rows), (cell.category for _, cells in rows for cell in cells if cell is not None)
+    )
+
+
 async def battle_page(request: Request) -> Response:
-    """One battle: status, result views, timeline (live over SSE)."""
+    """One battle: status, live progress, attempt filter, result views, timeline (live over SSE).
+    ``?outcome=&category=&task=`` filter the attempt grids without script."""
     ctx: BackendContext = request.app.state.backend
     battle = await ctx.store.get_battle(request.path_params["battle_id"])
     if battle is None:
         return HTMLResponse(ctx.renderer.render("not_found.html", what="battle"), status_code=404)
     agents = await participant_agents(ctx, battle)
+    attempt_filter = AttemptFilter.from_query(request.query_params)
+    progress = live_progress(battle.events, now=datetime.now(UTC), running=battle.state is BattleState.RUNNING)
     return HTMLResponse(
         ctx.renderer.render(
             "battle.html",
@@ -108,8 +126,13 @@ async def battle_page(request: Request) -> Response:
             events=battle.events,
             last_seq=battle.events[-1].seq if battle.events else 0,
             event_html=[ctx.renderer.event_html(event) for event in battle.events],
-            status_html=ctx.renderer.status_html(battle, agents),
-            result_html=ctx.renderer.result_html(battle),
+            status_html=ctx.renderer.status_html(battle, agents, started_calibration=progress.calibration),
+            progress_html=ctx.renderer.progress_html(battle, progress, attempt_filter=attempt_filter),
+            result_html=ctx.renderer.result_html(
+                battle, started_calibration=progress.calibration, attempt_filter=attempt_filter
+            ),
+            flt=attempt_filter,
+            options=_filter_options(battle, progress),
         )
     )
 
@@ -196,6 +219,7 @@ def web_routes() -> list[Route | Mount]:
         Route("/", index, methods=["GET"]),
         Route("/ui", lambda request: RedirectResponse("/", status_code=307), methods=["GET"]),
         Route("/ui/battles/{battle_id}", battle_page, methods=["GET"]),
+        *attempt_routes(),
         Route("/ui/agents", register_form, methods=["POST"]),
         Route("/ui/battles", battle_form, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(STATIC_DIR)), name="static"),

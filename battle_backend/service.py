@@ -18,6 +18,7 @@ import httpx
 
 from battle_backend.agent_cards import AgentCardError, fetch_agent_card
 from battle_backend.api_models import AgentRegistration, ApiError, BattleCreate, BattleEvent
+from battle_backend.battle_facts import result_says_calibration
 from battle_backend.body_limits import BodyTooLarge, JsonLimits, check_json_value, scrub_text, scrub_value
 from battle_backend.launcher_client import check_launcher
 from battle_backend.live import BattleChange, LiveHub
@@ -205,6 +206,9 @@ class BattleService:
                 winner=event.winner or "draw",
                 detail=event.detail if event.detail is not None else {},
                 finish_time=result_finish_time(payload["timestamp"]),
+                # a calibration battle checks the harness, not an agent: no rating moves (battle_facts says why
+                # only the token-protected result decides this)
+                rated=not result_says_calibration(event.detail),
             )
         try:
             record = await self.store.append_event(

@@ -50,6 +50,7 @@ from battle_backend.sqlite_schema import migrate
 from battle_backend.store import (
     AgentDeleteOutcome,
     BattleClosed,
+    BattleExists,
     BattleNotFound,
     DuplicateEvent,
     StartOutcome,
@@ -218,13 +219,21 @@ class SQLiteStore:
 
     # --- battles ------------------------------------------------------------------------------------------
     async def create_battle(
-        self, green_agent_id: str, opponents: list[dict[str, Any]], config: dict[str, Any], backend_url: str | None
+        self,
+        green_agent_id: str,
+        opponents: list[dict[str, Any]],
+        config: dict[str, Any],
+        backend_url: str | None,
+        *,
+        battle_id: str | None = None,
     ) -> BattleRecord:
-        """Store a queued battle."""
-        battle_id = str(uuid.uuid4())
+        """Store a queued battle (BattleExists for a given ``battle_id`` the file already holds)."""
+        battle_id = battle_id or str(uuid.uuid4())
         created_at = utc_now_iso()
 
         def fn(conn: sqlite3.Connection) -> None:
+            if transitions.battle_row(conn, battle_id) is not None:
+                raise BattleExists(battle_id)
             conn.execute(
                 "INSERT INTO battles (battle_id, green_agent_id, opponents, config, state, created_at, backend_url)"
                 " VALUES (?, ?, ?, ?, 'queued', ?, ?)",

@@ -92,7 +92,7 @@ def record_outcomes(conn: sqlite3.Connection, row: sqlite3.Row, outcome: Callabl
 
 
 def finish(conn: sqlite3.Connection, row: sqlite3.Row, spec: FinishSpec) -> None:
-    """Finish the battle: result, ELO, history, unlock."""
+    """Finish the battle: result, ELO (none when ``spec.rated`` is False), history, unlock."""
     participants: list[Participant] = []
     for agent_id in participant_ids(row):
         agent = conn.execute("SELECT register_info, agent_card FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
@@ -109,7 +109,12 @@ def finish(conn: sqlite3.Connection, row: sqlite3.Row, spec: FinishSpec) -> None
             )
         )
     winner_id = resolve_winner(spec.winner, row["green_agent_id"], json.loads(row["opponents"]), participants)
-    record_outcomes(conn, row, lambda agent_id: outcome_for(agent_id, spec.winner, winner_id))
+
+    def outcome(agent_id: str) -> tuple[str, int]:
+        result, change = outcome_for(agent_id, spec.winner, winner_id)
+        return result, change if spec.rated else 0
+
+    record_outcomes(conn, row, outcome)
     conn.execute(
         "UPDATE battles SET state = 'finished', result = ?, finished_at = ? WHERE battle_id = ?",
         (dumps(spec.result_body()), utc_now_iso(), row["battle_id"]),

@@ -22,6 +22,14 @@ class BattleNotFound(StoreError):
     """No battle with that id."""
 
 
+class BattleExists(StoreError):
+    """``create_battle`` was given a battle id the store already holds: nothing was written."""
+
+    def __init__(self, battle_id: str) -> None:
+        super().__init__(f"Battle {battle_id} already exists")
+        self.battle_id = battle_id
+
+
 class BattleClosed(StoreError):
     """The battle is finished or errored: events are refused."""
 
@@ -96,9 +104,16 @@ class BattleStore(Protocol):
 
     # --- battles ------------------------------------------------------------------------------------------
     async def create_battle(
-        self, green_agent_id: str, opponents: list[dict[str, Any]], config: dict[str, Any], backend_url: str | None
+        self,
+        green_agent_id: str,
+        opponents: list[dict[str, Any]],
+        config: dict[str, Any],
+        backend_url: str | None,
+        *,
+        battle_id: str | None = None,
     ) -> BattleRecord:
-        """Store a new battle in state queued."""
+        """Store a new battle in state queued, under a new random id, or under ``battle_id`` (an imported battle keeps
+        its run's id, so links into it stay valid); raises BattleExists for an id the store already holds."""
 
     async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord | None:
         """One battle, with its events in sequence order when asked."""
@@ -124,6 +139,7 @@ class BattleStore(Protocol):
         event_id: str | None = None,
     ) -> EventRecord:
         """Append one event (its own row, its own transaction); with ``finish`` also finish the battle, apply ELO
+        (unless ``finish.rated`` is False: then every history entry has an elo_change of 0 and no rating moves)
         and unlock the agents in that same transaction. Raises BattleNotFound, TokenRejected, DuplicateEvent,
         BattleClosed, checked in that order inside the transaction, before anything is written.
 

@@ -1,6 +1,6 @@
-// Arena battle backend: live updates for the battle page (SSE) and the battle list (WebSocket).
-// Served from /static under a Content-Security-Policy without inline scripts. Fragments inserted here are
-// rendered and sanitised by the server; everything else is set with textContent.
+// Arena battle backend: live updates for the battle page (SSE) and the battle list (WebSocket), and the attempt
+// filter of the battle page. Served from /static under a Content-Security-Policy without inline scripts. Fragments
+// inserted here are rendered and sanitised by the server; everything else is set with textContent.
 (function () {
   "use strict";
 
@@ -12,16 +12,111 @@
     return window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
   }
 
+  // --- the attempt filter (same rule as battle_backend/attempt_filter.py) -----------------------------------
+  function filterValues(form) {
+    var values = { outcome: "", category: "", task: "" };
+    if (!form) { return values; }
+    Array.prototype.forEach.call(form.querySelectorAll("select[data-filter]"), function (select) {
+      values[select.dataset.filter] = select.value;
+    });
+    return values;
+  }
+
+  function cellMatches(values, cell) {
+    if (!values.outcome && !values.category) { return true; }
+    var outcome = cell.dataset.outcome || "";
+    if (!outcome) { return false; }
+    return (!values.outcome || outcome === values.outcome) &&
+      (!values.category || (cell.dataset.category || "") === values.category);
+  }
+
+  function applyFilter(form) {
+    var values = filterValues(form);
+    var rows = document.querySelectorAll("table.attempt-grid tbody tr[data-task]");
+    Array.prototype.forEach.call(rows, function (row) {
+      var any = false;
+      Array.prototype.forEach.call(row.querySelectorAll("td.cell"), function (cell) {
+        var match = cellMatches(values, cell);
+        cell.classList.toggle("filtered-out", !match);
+        if (match && cell.dataset.outcome) { any = true; }
+      });
+      var taskOk = !values.task || row.dataset.task === values.task;
+      row.hidden = !taskOk || (!any && Boolean(values.outcome || values.category));
+    });
+    var active = values.outcome || values.category || values.task;
+    setText(document.getElementById("filter-status"), active ? "filtered" : "");
+  }
+
+  function addOption(select, value) {
+    if (!select || !value) { return; }
+    var exists = Array.prototype.some.call(select.options, function (option) { return option.value === value; });
+    if (exists) { return; }
+    var option = document.createElement("option");
+    option.value = value;
+    option.textContent = value;
+    select.appendChild(option);
+  }
+
+  function refreshOptions(form) {
+    if (!form) { return; }
+    var category = form.querySelector('select[data-filter="category"]');
+    var task = form.querySelector('select[data-filter="task"]');
+    var rows = document.querySelectorAll("table.attempt-grid tbody tr[data-task]");
+    Array.prototype.forEach.call(rows, function (row) {
+      addOption(task, row.dataset.task);
+      Array.prototype.forEach.call(row.querySelectorAll("td.cell[data-category]"), function (cell) {
+        addOption(category, cell.dataset.category);
+      });
+    });
+    if (rows.length) { form.hidden = false; }
+  }
+
+  function initFilter() {
+    var form = document.getElementById("attempt-filter");
+    if (!form) { return null; }
+    form.addEventListener("change", function () {
+      applyFilter(form);
+      var values = filterValues(form);
+      var params = new URLSearchParams();
+      Object.keys(values).forEach(function (key) { if (values[key]) { params.set(key, values[key]); } });
+      var query = params.toString();
+      window.history.replaceState(null, "", window.location.pathname + (query ? "?" + query : ""));
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      applyFilter(form);
+    });
+    var clear = form.querySelector(".filter-clear");
+    if (clear) {
+      clear.addEventListener("click", function (event) {
+        event.preventDefault();
+        Array.prototype.forEach.call(form.querySelectorAll("select[data-filter]"), function (select) { select.value = ""; });
+        applyFilter(form);
+        window.history.replaceState(null, "", window.location.pathname);
+      });
+    }
+    return form;
+  }
+
+  // --- the battle page ----------------------------------------------------------------------------------------
   function initBattlePage(root) {
     var battleId = root.dataset.battleId;
     var lastSeq = Number(root.dataset.lastSeq || "0");
     var timeline = document.getElementById("timeline");
     var statusBox = document.getElementById("battle-status");
     var resultBox = document.getElementById("battle-result");
+    var progressBox = document.getElementById("battle-progress");
+    var announce = document.getElementById("progress-announce");
     var live = document.getElementById("live-indicator");
     var counter = document.getElementById("event-counter");
+    var filter = initFilter();
     var url = "/battles/" + encodeURIComponent(battleId) + "/events?since=" + lastSeq;
     var source = new EventSource(url);
+
+    function grids() {
+      refreshOptions(filter);
+      applyFilter(filter);
+    }
 
     source.addEventListener("open", function () {
       setText(live, "live");
@@ -42,6 +137,17 @@
       root.dataset.state = data.state;
       statusBox.innerHTML = data.status_html;
       resultBox.innerHTML = data.result_html;
+      grids();
+    });
+    source.addEventListener("battle_progress", function (message) {
+      var data = JSON.parse(message.data);
+      if (!progressBox || typeof data.html !== "string") { return; }
+      progressBox.innerHTML = data.html;
+      grids();
+      if (data.html && typeof data.done_text === "string") {
+        setText(announce, "Attempts done: " + data.done_text + ". pass^1 so far: " + data.pass1_text +
+          ". ETA: " + data.eta_text + ".");
+      }
     });
     source.addEventListener("end", function () {
       source.close();
@@ -56,6 +162,13 @@
     });
   }
 
+  // --- the battle list ------------------------------------------------------------------------------------------
+  function rowFrom(html) {
+    var holder = document.createElement("tbody");
+    holder.innerHTML = html;
+    return holder.querySelector("tr");
+  }
+
   function initIndexPage(root) {
     var table = document.getElementById("battle-list");
     if (!table || !window.WebSocket) { return; }
@@ -65,11 +178,19 @@
       var data = JSON.parse(message.data);
       if (data.type !== "battle_update" || !data.battle) { return; }
       var battle = data.battle;
+      var body = table.tBodies[0];
       var row = table.querySelector('tr[data-battle-id="' + CSS.escape(battle.battle_id) + '"]');
-      if (!row) {
-        var body = table.tBodies[0];
+      var fresh = typeof data.row_html === "string" ? rowFrom(data.row_html) : null;
+      if (fresh) {
+        // the server-rendered row: aliases of the green agent and the opponents, state, winner, event count
         var empty = body.querySelector("tr.empty");
         if (empty) { empty.remove(); }
+        if (row) { row.replaceWith(fresh); } else { body.insertBefore(fresh, body.firstChild); }
+        return;
+      }
+      if (!row) {
+        var emptyRow = body.querySelector("tr.empty");
+        if (emptyRow) { emptyRow.remove(); }
         row = document.createElement("tr");
         row.dataset.battleId = battle.battle_id;
         var cells = ["", "", battle.green_agent_id, "", battle.created_at || "", "", ""];

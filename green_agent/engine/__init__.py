@@ -8,7 +8,8 @@
   :mod:`.capped_transport` its byte-capped replies;
   :mod:`.turn_protocol` parses its replies into actions.
 - :mod:`.tau` the tau2-bench adapter (tasks, sandboxed environments, users, scoring workers).
-- :mod:`.results`, :mod:`.events`, :mod:`.report` the battle as data, as live events and as markdown.
+- :mod:`.results`, :mod:`.events`, :mod:`.report` the battle as data, as live events and as markdown;
+  :mod:`.explanation` why a scored attempt failed (computed by the scoring worker, :mod:`.tau.explain`).
 
 The engine imports nothing of :mod:`green_agent.service` (the entry points) nor of :mod:`green_agent.evaluations`.
 """

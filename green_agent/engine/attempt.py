@@ -49,7 +49,7 @@ from green_agent.engine.results import (
 )
 from green_agent.engine.tau.environment import AttemptEnvironment
 from green_agent.engine.tau.sandbox import SandboxFactory
-from green_agent.engine.tau.scoring import ScoringError
+from green_agent.engine.tau.scoring import ScoredSimulation, ScoringError
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users import SimulatedUser
 from green_agent.engine.turn_protocol import (
@@ -270,19 +270,23 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     elif env is not None:
         simulation = env.simulation(termination, started_at=started_at, ended_at=ended_at)
         try:
-            breakdown = (
-                await deps.scoring.score(spec.ref, simulation)
+            scored = (
+                await deps.scoring.score_explained(spec.ref, simulation)
                 if termination in SCORED_TERMINATIONS
-                else (RewardBreakdown(reward=0.0, raw={"note": f"termination {termination} is not scored by tau2"}))
+                else ScoredSimulation(
+                    RewardBreakdown(reward=0.0, raw={"note": f"termination {termination} is not scored by tau2"})
+                )
             )
         except ScoringError as error:
             result.failure = failure_from_stop(scoring_failed(error, termination))
             result.outcome = "infra_error"
         else:
+            breakdown = scored.breakdown
             result.breakdown = breakdown
             result.reward = breakdown.reward
             result.failure = classify_scored(breakdown)
             result.outcome = "success" if result.failure is None else "failure"
+            result.explanation = scored.explanation if result.failure is not None else None
     elapsed = time.perf_counter() - t0
     result.duration_s = round(elapsed, 3)
     user_usage = getattr(user, "usage", None)  # only a user that calls a model has one (the LLM user)

@@ -24,7 +24,7 @@ from green_agent.engine.channels import a2a_channels
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.costs import battle_usage
 from green_agent.engine.events import BattleEvent, EventSink, EventType, fan_out, utc_now
-from green_agent.engine.report import render_markdown
+from green_agent.engine.report import render_markdown, winner_rule
 from green_agent.engine.results import AttemptResult, BattleResult, GoldGap, ResultStatus
 from green_agent.engine.run_store import (
     AttemptJournal,
@@ -63,6 +63,20 @@ def _attempt_line(result: AttemptResult, k: int) -> str:
         f"⚠️ {head}: INFRASTRUCTURE ERROR ({result.failure.category.value}, "
         f"{result.failure.fault_author.value}; not counted against the agent)"
     )
+
+
+def _attempt_details(result: AttemptResult) -> dict[str, Any]:
+    """What the ``attempt_finished`` event carries beyond the outcome, so a live view can show the attempt without
+    the run directory: whose fault, the failure detail, steps, time, the failure explanation (JSON or None) and the
+    trajectory file (relative to the run directory, or None)."""
+    return {
+        "fault_author": result.failure.fault_author.value if result.failure else None,
+        "failure_detail": result.failure.detail if result.failure and result.failure.detail else None,
+        "steps": result.steps,
+        "duration_s": result.duration_s,
+        "explanation": result.explanation.model_dump(mode="json") if result.explanation is not None else None,
+        "trajectory_file": result.trajectory_file,
+    }
 
 
 class Battle:
@@ -288,6 +302,7 @@ class Battle:
                     category=result.failure.category.value if result.failure else None,
                     done=self.attempts_done,
                     total=self.attempts_total,
+                    **_attempt_details(result),
                 )
                 return result
 
@@ -372,7 +387,7 @@ class Battle:
             trials[a.task_key].append(a.trial_outcome)
         summary = summarize_trials(trials, k_max=self.config.k, seed=self.config.seed)
         failures = Counter(a.failure.category.value for a in attempts if a.failure is not None)
-        return BattleResult(
+        result = BattleResult(
             battle_id=self.battle_id,
             white_agent_url=self.white_agent_url,
             config=self.config,
@@ -388,6 +403,8 @@ class Battle:
             usage=battle_usage(attempts),
             resumed_attempts=self.resumed_attempts,
         )
+        result.winner_rule = winner_rule(result)  # the rule needs the summary just built
+        return result
 
     def _gold_gaps(self, refs: list[TaskRef]) -> list[GoldGap]:
         """The calibration battle's tasks whose gold solution cannot pass (none listed outside calibration)."""

@@ -23,6 +23,7 @@ import httpx
 
 from green_agent.engine.config import UserSimulatorConfig
 from green_agent.engine.results import RewardBreakdown
+from green_agent.engine.tau.scoring import ScoredSimulation
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users.base import SimulatedUser
 from green_agent.engine.white_client import WhiteAgentClient, WhiteReply
@@ -75,6 +76,11 @@ class Scorer(Protocol):
 
     async def score(self, ref: TaskRef, simulation: dict[str, Any]) -> RewardBreakdown:
         """tau2's reward breakdown; ``ScoringError`` when the evaluator fails."""
+        ...
+
+    async def score_explained(self, ref: TaskRef, simulation: dict[str, Any]) -> ScoredSimulation:
+        """The same breakdown, plus why the reward is below 1 (what the attempt loop calls); the explanation is
+        None when explaining failed, never an error of its own."""
         ...
 
 

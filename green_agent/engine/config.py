@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from green_agent.engine.field_hints import describe_problem
+
 KNOWN_DOMAINS: tuple[str, ...] = ("retail", "airline", "telecom", "mock")
 """tau2 domains the harness can drive (``mock`` has no splits)."""
 
@@ -189,15 +191,20 @@ class BattleConfig(StrictModel):
         return [self.task_index] if isinstance(self.task_index, int) else list(self.task_index)
 
 
-def format_validation_error(error: ValidationError, *, prefix: str = "") -> str:
+def format_validation_error(error: ValidationError, *, prefix: str = "", root: type[BaseModel] | None = None) -> str:
     """One line per problem: ``field.path: message`` (what users need to fix the file); ``prefix`` is the path of
-    the validated object inside the file."""
+    the validated object inside the file. With ``root`` (the validated model), an unknown key says which field was
+    probably meant (:mod:`green_agent.engine.field_hints`) instead of pydantic's "Extra inputs are not permitted"."""
     lines = []
     for item in error.errors():
         where = (
             ".".join([prefix, *(str(p) for p in item["loc"])] if prefix else [str(p) for p in item["loc"]]) or "<root>"
         )
-        message = item["msg"].removeprefix("Value error, ")
+        message = (
+            describe_problem(root, item, extra_names={})
+            if root is not None
+            else item["msg"].removeprefix("Value error, ")
+        )
         lines.append(f"{where}: {message}")
     return "; ".join(lines)
 
@@ -213,7 +220,7 @@ def parse_battle_config(data: dict[str, Any]) -> BattleConfig:
     try:
         return BattleConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(format_validation_error(error)) from None
+        raise ConfigError(format_validation_error(error, root=BattleConfig)) from None
 
 
 def parse_remote_battle_config(
@@ -301,7 +308,9 @@ def load_battle_config(path: str | Path) -> BattleConfig:
     try:
         return BattleConfig.model_validate(battle)
     except ValidationError as error:
-        raise ConfigError(f"{path}: {format_validation_error(error, prefix='pass_k_config')}") from None
+        raise ConfigError(
+            f"{path}: {format_validation_error(error, prefix='pass_k_config', root=BattleConfig)}"
+        ) from None
 
 
 def read_toml(path: Path) -> dict[str, Any]:

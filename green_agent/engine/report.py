@@ -11,19 +11,31 @@ BattleResult JSON (battle_backend/result_views.py), not a second markdown.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
+from green_agent.engine.bounded_json import json_excerpt
 from green_agent.engine.costs import attempt_cost_line, cost_markdown
+from green_agent.engine.explanation import (
+    DbDifference,
+    DbExplanation,
+    FailureExplanation,
+    UnmatchedAction,
+    difference_place,
+)
 from green_agent.engine.results import AttemptResult, BattleResult
 from green_agent.engine.run_store import write_run_dir
 from green_agent.statistics import MacroStat, first_k_all_pass, has_success_streak
 
 __all__ = [
     "WIN_THRESHOLD",
+    "code_span",
+    "explanation_lines",
     "macro_pass_hat",
     "macro_rows",
     "render_markdown",
     "winner_for",
+    "winner_rule",
     "write_run_dir",
 ]
 
@@ -61,6 +73,111 @@ def winner_for(result: BattleResult, white_name: str) -> str:
     """AgentBeats needs a winner: the white agent when macro pass^k >= WIN_THRESHOLD, else the green agent."""
     value = macro_pass_hat(result, result.config.k)
     return white_name if value is not None and value >= WIN_THRESHOLD else "green_agent"
+
+
+def winner_rule(result: BattleResult) -> str:
+    """:func:`winner_for`'s rule in words with this battle's figure (``BattleResult.winner_rule``), e.g. "the white
+    agent wins when macro pass^4 >= 0.5; this battle: 0.000, so the green agent wins"."""
+    k = result.config.k
+    value = macro_pass_hat(result, k)
+    rule = f"the white agent wins when macro pass^{k} >= {WIN_THRESHOLD}"
+    if value is None:
+        return f"{rule}; this battle: n/a (no task has {k} counted attempts), so the green agent wins"
+    wins = value >= WIN_THRESHOLD
+    figure = f"{value:.3f}"
+    if (float(figure) >= WIN_THRESHOLD) != wins:  # 0.4999 must not read as 0.500
+        figure = f"{value:.6g}"
+    return f"{rule}; this battle: {figure}, so {'the white agent' if wins else 'the green agent'} wins"
+
+
+_BACKTICKS = re.compile(r"`+")
+_UNSAFE_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+SPAN_CHARS = 200
+"""Longest text put in one inline code span of the summary (cut with "…"); the JSON keeps the full excerpt."""
+
+
+def code_span(text: str, limit: int = SPAN_CHARS) -> str:
+    """``text`` as a CommonMark inline code span, so no markdown renderer drops or interprets any of it (``<json>``,
+    ``*``, links, HTML): the fence is one backtick longer than the longest backtick run inside, padded with a space
+    where the text starts or ends with a backtick or space; line breaks and control characters become spaces (a
+    line break could start a new block); cut at ``limit`` characters."""
+    if len(text) > limit:
+        text = text[: max(0, limit - 1)] + "…"
+    text = _UNSAFE_CHARS.sub(" ", text)
+    if not text:
+        return "` `"
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if text[0] in "` " or text[-1] in "` " else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+DETAIL_CHARS = 1000
+"""Longest failure detail shown in the summary (the attempt's JSON keeps all of it)."""
+EXPLANATION_DIFFERENCES = 3
+"""Database differences listed under a failed attempt in the summary (then "and N more")."""
+
+
+def _difference_line(difference: DbDifference) -> str:
+    place = code_span(difference_place(difference))
+    expected = code_span(difference.expected or "")
+    actual = code_span(difference.actual or "")
+    text = {
+        "changed": f"expected {expected}, got {actual}",
+        "missing_record": f"record missing (expected {expected})",
+        "unexpected_record": f"unexpected record (got {actual})",
+        "missing_field": f"missing (expected {expected})",
+        "unexpected_field": f"unexpected (got {actual})",
+    }[difference.change]
+    return f"Database: {place}: {text}"
+
+
+def _call_text(name: str, arguments: dict[str, object]) -> str:
+    return code_span(f"{name} {json_excerpt(arguments, SPAN_CHARS)}")
+
+
+def _db_lines(db: DbExplanation) -> list[str]:
+    shown = db.differences[:EXPLANATION_DIFFERENCES]
+    lines = [_difference_line(d) for d in shown]
+    if db.total > len(shown):
+        rest = db.total - len(shown)
+        lines.append(f"Database: and {rest} more difference{'s' if rest != 1 else ''}")
+    if db.total == 0:
+        lines.append("Database: differs from the goal state, but not in any value equality can see")
+    return lines
+
+
+def _action_line(action: UnmatchedAction, others: int) -> str:
+    line = f"Gold action not matched: {_call_text(action.name, action.arguments)}"
+    if action.closest is not None:
+        step = "" if action.closest.step is None else f" (step {action.closest.step})"
+        line += f"; closest call{step}: {_call_text(action.closest.name, action.closest.arguments)}"
+        if action.differing_arguments:
+            line += ", differs in " + ", ".join(code_span(name) for name in action.differing_arguments[:5])
+    else:
+        line += "; no call of the conversation comes close"
+    return line + (f" (and {others} more)" if others else "")
+
+
+def explanation_lines(explanation: FailureExplanation) -> list[str]:
+    """A failed attempt's explanation as a few markdown lines (no list markers): up to three database differences,
+    the strings never told, the first unmatched gold action with the closest call, the first unmet assertion. Every
+    value is an inline code span (it may be text the agent chose)."""
+    lines = _db_lines(explanation.db) if explanation.db is not None else []
+    if explanation.communicate is not None and explanation.communicate.missing:
+        missing = explanation.communicate.missing
+        told = ", ".join(code_span(text) for text in missing[:EXPLANATION_DIFFERENCES])
+        rest = len(missing) - EXPLANATION_DIFFERENCES
+        lines.append(f"Never told the user: {told}" + (f" and {rest} more" if rest > 0 else ""))
+    if explanation.actions:
+        lines.append(_action_line(explanation.actions[0], len(explanation.actions) - 1))
+    if explanation.env_assertions:
+        first = explanation.env_assertions[0]
+        others = len(explanation.env_assertions) - 1
+        lines.append(
+            f"Assertion not met: {_call_text(first.function, first.arguments)}"
+            + (f" (and {others} more)" if others else "")
+        )
+    return lines
 
 
 def _task_section(key: str, attempts: list[AttemptResult], k: int, gold_gap: str | None = None) -> list[str]:
@@ -103,7 +220,9 @@ def _task_section(key: str, attempts: list[AttemptResult], k: int, gold_gap: str
             line += f" [{a.failure.category.value}; fault: {a.failure.fault_author.value}]"
         lines.append(line)
         if a.failure is not None and a.failure.detail:
-            lines.append(f"    - ↳ Error: {a.failure.detail}")
+            lines.append(f"    - ↳ Error: {code_span(a.failure.detail, DETAIL_CHARS)}")
+        if a.explanation is not None and a.outcome == "failure":
+            lines += [f"    - ↳ {line}" for line in explanation_lines(a.explanation)]
         if (cost_line := attempt_cost_line(a)) is not None:
             lines.append(f"    - {cost_line}")
     if gold_gap is not None:
@@ -140,6 +259,7 @@ def render_markdown(result: BattleResult) -> str:
             else ""
         ),
         f"- infrastructure errors (excluded from n, not the agent's fault): {result.infrastructure_errors}",
+        f"- winner rule: {result.winner_rule or winner_rule(result)}",
     ]
     micro = result.summary.micro
     lines.append(

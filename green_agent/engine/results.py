@@ -17,7 +17,46 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from green_agent.engine.config import BattleConfig
+from green_agent.engine.explanation import (
+    CalledTool,
+    CommunicateExplanation,
+    DbDifference,
+    DbExplanation,
+    FailureExplanation,
+    UnmatchedAction,
+    UnmetAssertion,
+)
 from green_agent.statistics import TrialsSummary
+
+__all__ = [
+    "INFRASTRUCTURE_AUTHORS",
+    "RESULT_SCHEMA_ID",
+    "AttemptOutcome",
+    "AttemptResult",
+    "AttemptUsage",
+    "BattleResult",
+    "BattleUsage",
+    "CalledTool",
+    "CommunicateExplanation",
+    "CostSource",
+    "DbDifference",
+    "DbExplanation",
+    "Failure",
+    "FailureCategory",
+    "FailureExplanation",
+    "FaultAuthor",
+    "GoldGap",
+    "LatencySummary",
+    "ResultSchemaId",
+    "ResultStatus",
+    "RewardBreakdown",
+    "TerminationReason",
+    "TokenUsage",
+    "UnmatchedAction",
+    "UnmetAssertion",
+    "result_json_schema",
+    "result_json_schema_text",
+]
 
 RESULT_SCHEMA_ID: Final = "arena.battle-result/1"
 """The ``schema`` value of every BattleResult JSON: how readers (the battle backend, leaderboards) recognise an
@@ -208,6 +247,11 @@ class AttemptResult(BaseModel):
     usage: AttemptUsage | None = Field(default=None, exclude_if=lambda usage: usage is None)
     """Time per party, turn latencies, tokens and cost (None in results written before it existed, and then left
     out of the JSON)."""
+    explanation: FailureExplanation | None = Field(default=None, exclude_if=lambda explanation: explanation is None)
+    """Why a scored attempt got a reward below 1: the database fields that differ from the gold database, the
+    strings never told, the gold actions and assertions not met (green_agent/engine/explanation.py). Computed by the
+    scoring worker; None, and left out of the JSON, for successes, unscored attempts and results written before it
+    existed."""
 
     @property
     def trial_outcome(self) -> bool | None:
@@ -270,6 +314,11 @@ class BattleResult(BaseModel):
     usage: BattleUsage | None = Field(default=None, exclude_if=lambda usage: usage is None)
     """Cost and latency over the attempts (``green_agent.engine.costs.battle_usage``); None, and left out of the
     JSON, when no attempt carries usage (results written before it existed)."""
+    winner_rule: str = Field(default="", exclude_if=lambda rule: not rule)
+    """The AgentBeats winner rule in words with this battle's figure (``green_agent.engine.report.winner_rule``),
+    e.g. "the white agent wins when macro pass^4 >= 0.5; this battle: 0.000, so the green agent wins": what a
+    reader of the result needs to understand ``winner``. Empty, and left out of the JSON, in results written before
+    it existed (they read and write exactly as before; a view may compute it from the summary)."""
     resumed_attempts: int = Field(default=0, ge=0, exclude_if=lambda n: n == 0)
     """Attempts taken from the run directory of an earlier, interrupted run of this battle (``--resume``) rather
     than run now; ``duration_s`` covers only this run. Left out of the JSON when 0."""

@@ -20,13 +20,13 @@ from green_agent.engine.battle import Battle
 from green_agent.engine.battle_ids import claim_run_dir, run_dir_for, validate_battle_id
 from green_agent.engine.config import BattleConfig, ConfigError, parse_remote_battle_config
 from green_agent.engine.events import BattleEvent, EventSink
-from green_agent.engine.report import render_markdown, winner_for
 from green_agent.engine.results import BattleResult
 from green_agent.engine.run_store import read_manifest, summary_status
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.service.agentbeats import ResultReason, refusal_reason
 from green_agent.service.backend_client import BackendReporter
+from green_agent.service.backend_payloads import progress_post_for, result_post
 from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE, recent_outboxes
 
 log = logging.getLogger(__name__)
@@ -89,13 +89,14 @@ def resumable_run(runs_dir: Path, battle_id: str, white_agent_url: str) -> bool:
     )
 
 
-def backend_sink(reporter: BackendReporter) -> EventSink:
-    """Progress events as AgentBeats progress posts (markdown for the start and end, structured detail always)."""
+def backend_sink(reporter: BackendReporter, run_dir: Path | None = None) -> EventSink:
+    """Progress events as AgentBeats progress posts (markdown for the start and end, structured detail always;
+    ``attempt_finished`` also carries the attempt's bounded trajectory from ``run_dir``, read in a worker thread
+    before the event is queued, so the events keep their order)."""
 
     async def sink(event: BattleEvent) -> None:
-        markdown = event.text if event.type in ("battle_started", "battle_finished") else None
-        first_line = event.text.splitlines()[0] if event.text else event.type
-        reporter.progress(first_line, detail=event.wire(), markdown_content=markdown)
+        post = await progress_post_for(event, run_dir)
+        reporter.progress(post.message, detail=post.detail, markdown_content=post.markdown_content)
 
     return sink
 
@@ -183,7 +184,8 @@ class BattleRegistry:
                 f"{self.limits.max_attempts_per_battle} per battle"
             )
         reporter = self._reporter(battle_id, backend) if backend else None  # nothing is sent before it is entered
-        all_sinks = [*sinks, *([backend_sink(reporter)] if reporter else [])]
+        run_dir = run_dir_for(self.runs_dir, battle_id)
+        all_sinks = [*sinks, *([backend_sink(reporter, run_dir)] if reporter else [])]
         battle = Battle(
             battle_id,
             white_agent_url,
@@ -345,11 +347,9 @@ class BattleRegistry:
             record.ended = "cancelled" if result.status in ("cancelled", "interrupted") else "finished"
             # An interrupted battle has no result yet: a resume (maybe by a restarted green agent) posts it once.
             if reporter is not None and backend is not None and result.status != "interrupted":
+                post = result_post(result, record.battle.markdown, backend.white_name)
                 reporter.result(
-                    f"pass^k evaluation finished: {len(result.attempts)} attempts",
-                    winner=winner_for(result, backend.white_name),
-                    detail=result.model_dump(mode="json"),
-                    markdown_content=record.battle.markdown or render_markdown(result),
+                    post.message, winner=post.winner, detail=post.detail, markdown_content=post.markdown_content
                 )
             return result
 

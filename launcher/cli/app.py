@@ -9,11 +9,13 @@ Commands:
   arena export / score / eval-csv / register   see each command's --help
   arena compare RUN_A RUN_B   candidate A vs baseline B, paired by task (pass^j differences, intervals, verdict)
   arena schema                the JSON Schema of summary.json (arena.battle-result/1; docs/summary.schema.json)
+  arena --version / -V        the installed package's version
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import os
 import sys
@@ -28,6 +30,7 @@ from launcher.cli.compare_command import compare_command
 from launcher.cli.eval_commands import eval_csv_command, score_command
 from launcher.cli.export_command import export_command
 from launcher.cli.register_command import register_command
+from launcher.cli.view_command import view_command
 
 app = typer.Typer(
     name="arena",
@@ -41,6 +44,10 @@ app.command("eval-csv")(eval_csv_command)
 app.command("export")(export_command)
 app.command("compare")(compare_command)
 app.command("register")(register_command)
+app.command("view")(view_command)
+
+DISTRIBUTION = "arena"
+"""The distribution name in pyproject.toml: what ``--version`` asks importlib.metadata about."""
 
 _PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
@@ -52,6 +59,36 @@ def _configure_logging(console: Console, level: str) -> None:
         handlers=[RichHandler(console=console, show_path=False, show_time=False)],
         force=True,
     )
+
+
+def package_version() -> str:
+    """The installed distribution's version (what a bug report needs), or a note when it is not installed."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"arena {package_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_print_version,
+            is_eager=True,
+            help="print the version and exit",
+        ),
+    ] = False,
+) -> None:
+    """Arena: reliability battles (tau-bench over A2A, pass^k) between a green assessor and a white agent."""
 
 
 @app.command()

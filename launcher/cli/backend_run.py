@@ -48,25 +48,23 @@ from urllib.parse import urlsplit
 
 import httpx
 from rich.console import Console
-from rich.markdown import Markdown
 
 from green_agent.engine.config import BattleConfig, ConfigError, remote_config_dict
 from green_agent.service.agentbeats import REFUSALS
 from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE
 from launcher.cli.assessment_client import AssessmentOutcome
 from launcher.cli.backend_api import BackendApi, BackendError
+from launcher.cli.battle_display import BattleDisplay, print_summary, say
 from launcher.cli.run_command import (
     EXIT_CONFIG_ERROR,
     EXIT_HARNESS_ERROR,
     EXIT_OK,
-    BattleDisplay,
     PreparedRun,
     RunOptions,
     RunReport,
     agent_environment,
     green_agent_argv,
     prepare_run,
-    say,
     start_agent,
     white_agent_argv,
 )
@@ -461,8 +459,7 @@ def _conclude(
         say(console, f"logs: {prepared.log_dir}")
         report.exit_code, report.error = exit_code, error
         return
-    if report.outcome.markdown:
-        console.print(Markdown(report.outcome.markdown))
+    print_summary(console, report.outcome.markdown)
     say(console, f"winner (as the backend records it): {result.get('winner')}")
     summary_path = options.run.runs_dir / str(report.battle_id) / "summary.json"
     if not summary_path.is_file():

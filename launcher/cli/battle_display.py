@@ -1,26 +1,46 @@
-"""What ``arena run`` shows while a battle runs: a rich progress bar fed by the battle's events, and plain lines.
+"""What ``arena run`` shows while a battle runs: a rich progress bar fed by the battle's events, plain lines, and
+the summary at the end.
 
 Why its own module: both run modes (direct, and through a backend) show the same display, and the line printer
 ``say`` is how every message of the CLI reaches the terminal without markup interpretation or hard wrapping.
+Readable in a pipe too: rich prints no colour codes and no cursor movement when standard output is not a terminal
+(the bar is drawn once, in its final state, when the battle ends).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Self
 
+from markdown_it import MarkdownIt
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
 from rich.text import Text
 
-__all__ = ["BattleDisplay", "say"]
+__all__ = [
+    "NO_ESTIMATE",
+    "AttemptEtaColumn",
+    "BattleDisplay",
+    "SummaryMarkdown",
+    "estimate_remaining_s",
+    "format_eta",
+    "print_summary",
+    "say",
+]
+
+NO_ESTIMATE = "\u2013"  # an en dash
+"""What the ETA column says before the first attempt of this run has finished (nothing to extrapolate from)."""
 
 
 def say(console: Console, message: str, *, label: str | None = None) -> None:
@@ -31,16 +51,82 @@ def say(console: Console, message: str, *, label: str | None = None) -> None:
     console.print(text, highlight=False, soft_wrap=True)
 
 
-class BattleDisplay:
-    """Live progress: a rich bar (attempts done / total, successes, failures, infrastructure errors) plus log lines."""
+class SummaryMarkdown(Markdown):
+    """Rich's Markdown with raw HTML shown as text.
 
-    def __init__(self, console: Console, *, quiet: bool) -> None:
+    Why: rich parses with HTML enabled and then drops HTML tokens it cannot draw, so agent text such as the reply
+    hint ``expected <json>{...}</json>`` would lose its ``<json>`` tags when it is not inside a code span. A terminal
+    renders no HTML: every character of the summary is shown as written (code spans stay code spans).
+    """
+
+    def __init__(self, markup: str, **kwargs: Any) -> None:
+        super().__init__(markup, **kwargs)
+        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+        self.parsed = parser.parse(markup)
+
+
+def print_summary(console: Console, markdown: str | None) -> None:
+    """The battle's markdown summary, rendered once (both run modes end with this; the raw text is never echoed)."""
+    if markdown:
+        console.print(SummaryMarkdown(markdown))
+
+
+def estimate_remaining_s(done: float, total: float | None, baseline: float, elapsed_s: float) -> float | None:
+    """Seconds left, extrapolated from the attempts this run has finished so far.
+
+    ``baseline`` is how many attempts were already done when the battle started (a resumed battle carries its
+    stored attempts: they took no time in this run and must not make it look faster). ``None`` until one attempt
+    of this run has finished or while the total is unknown.
+    """
+    finished_here = done - baseline
+    if total is None or finished_here <= 0 or elapsed_s < 0:
+        return None
+    return elapsed_s / finished_here * max(total - done, 0)
+
+
+def format_eta(seconds: float | None) -> str:
+    """``ETA m:ss`` (``h:mm:ss`` past an hour), or ``ETA`` and an en dash with no estimate yet."""
+    if seconds is None:
+        return f"ETA {NO_ESTIMATE}"
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"ETA {hours}:{minutes:02d}:{secs:02d}" if hours else f"ETA {minutes}:{secs:02d}"
+
+
+class AttemptEtaColumn(ProgressColumn):
+    """Time remaining from attempts done / total since the battle started (not rich's speed sampling).
+
+    Why not rich's TimeRemainingColumn: it measures from the moment the bar appears, which includes starting the
+    agents, and it smooths over a short window; attempts finish in bursts when they run concurrently. The battle's
+    own start (the ``eta_start`` task field) and its carried attempts (``eta_baseline``) give a steadier estimate.
+    """
+
+    max_refresh = 0.5
+
+    def render(self, task: Task) -> Text:
+        """The ETA text of one task (no estimate until the battle started and an attempt finished)."""
+        start = task.fields.get("eta_start")
+        baseline = task.fields.get("eta_baseline", 0)
+        remaining = None
+        if isinstance(start, (int, float)):
+            remaining = estimate_remaining_s(task.completed, task.total, baseline, task.get_time() - start)
+        return Text(format_eta(remaining), style="progress.remaining")
+
+
+class BattleDisplay:
+    """Live progress: a rich bar (attempts done / total, successes, failures, infrastructure errors, ETA) plus log
+    lines. The battle's summary is not printed here: the caller prints it once, rendered (:func:`print_summary`);
+    ``finished_markdown`` keeps the ``battle_finished`` text for a caller whose result lacks it."""
+
+    def __init__(self, console: Console, *, quiet: bool, clock: Callable[[], float] | None = None) -> None:
         self.console = console
         self.quiet = quiet
         self.ok = 0
         self.failed = 0
         self.infra = 0
         self.total: int | None = None
+        self.finished_markdown: str | None = None
+        self._clock = clock
         self._progress: Progress | None = None
         self._task: TaskID | None = None
 
@@ -53,8 +139,10 @@ class BattleDisplay:
                 MofNCompleteColumn(),
                 TextColumn("✅ {task.fields[ok]}  ❌ {task.fields[failed]}  ⚠️  {task.fields[infra]}"),
                 TimeElapsedColumn(),
+                AttemptEtaColumn(),
                 console=self.console,
                 transient=False,
+                get_time=self._clock,
             )
             self._progress.__enter__()
             self._task = self._progress.add_task("starting", total=None, ok=0, failed=0, infra=0)
@@ -71,16 +159,22 @@ class BattleDisplay:
             self._progress.update(self._task, description=text)
 
     def line(self, text: str) -> None:
+        """A log line above the bar (nothing with ``--quiet``)."""
         if not self.quiet:
             say(self.console, text)
 
     def on_event(self, event: dict[str, Any], text: str) -> None:
-        """The assessment client's callback."""
+        """The assessment client's callback (also fed by the backend follower)."""
         kind = event.get("type")
         if kind == "battle_started":
             total = event.get("attempts_total")
             self.total = int(total) if isinstance(total, (int, float)) else None
-            self._update(description=f"battle {event.get('battle_id', '')}", total=self.total)
+            resumed = event.get("resumed_attempts")
+            carried = resumed if isinstance(resumed, int) and resumed > 0 else 0
+            started: dict[str, Any] = {"eta_baseline": carried, "completed": carried}
+            if self._progress is not None:
+                started["eta_start"] = self._progress.get_time()
+            self._update(description=f"battle {event.get('battle_id', '')}", total=self.total, **started)
         elif kind == "attempt_finished":
             outcome = event.get("outcome")
             if outcome == "success":
@@ -96,6 +190,11 @@ class BattleDisplay:
             self._update(
                 completed=done if isinstance(done, int) else self.ok + self.failed + self.infra, total=self.total
             )
+        elif kind == "battle_finished":
+            # The text is the whole markdown summary (or its first line, through a backend): printed raw it would
+            # come out hard-wrapped above the rendered copy the caller prints.
+            self.finished_markdown = text or None
+            return
         if text:
             self.line(text)
 

@@ -25,13 +25,12 @@ from pathlib import Path
 
 import httpx
 from rich.console import Console
-from rich.markdown import Markdown
 
 from green_agent.engine.config import ConfigError, remote_config_dict
 from green_agent.engine.run_store import RUN_FILE, summary_status
 from green_agent.service.operator_auth import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
-from launcher.cli.battle_display import BattleDisplay, say
+from launcher.cli.battle_display import BattleDisplay, print_summary, say
 from launcher.cli.resume import ResumePlan, plan_resume, refuse_existing, write_scenario_record
 from launcher.cli.scenario import Scenario, WhiteAgentConfig, load_scenario
 from launcher.ports import free_ports, loopback_url
@@ -424,14 +423,14 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
             say(console, str(outcome.error), label="the green agent refused the battle:")
             report.exit_code = EXIT_CONFIG_ERROR
         else:
+            print_summary(console, display.finished_markdown)  # a cancelled battle still sent its partial summary
             say(console, str(outcome.error), label=f"the battle did not complete ({outcome.state}):")
             say(console, f"logs: {prepared.log_dir}")
             report.exit_code = EXIT_HARNESS_ERROR
         report.error = outcome.error
         return report
 
-    if outcome.markdown:
-        console.print(Markdown(outcome.markdown))
+    print_summary(console, outcome.markdown or display.finished_markdown)
     summary_path = _summary_path(prepared.run_dir, outcome, options.runs_dir)
     if not summary_path.is_file():
         say(console, f"the battle completed but {summary_path} was not written", label="error:")

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from green_agent.engine.config import BattleConfig, ConfigError, StrictModel, format_validation_error, read_toml
+from green_agent.engine.config import BattleConfig, ConfigError, StrictModel, read_toml
+from green_agent.engine.field_hints import format_model_error
 
 FlakyFault = Literal[
     "skip_action",  # leave out the last write action -> task_incomplete
@@ -81,4 +82,16 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(f"{path}: {format_validation_error(error)}") from None
+        raise ConfigError(f"{path}: {describe_scenario_error(error, data)}") from None
+
+
+def describe_scenario_error(error: ValidationError, data: Any) -> str:
+    """The problems of a scenario as ``path: message``, unknown keys with a did-you-mean (``[user_simulator]`` is
+    named where it was written: the model moves it into ``pass_k_config``)."""
+    written_apart = isinstance(data, dict) and "user_simulator" in data
+    return format_model_error(
+        error,
+        Scenario,
+        extra_names={(): ["user_simulator"]},
+        rename={("pass_k_config", "user_simulator"): ("user_simulator",)} if written_apart else None,
+    )

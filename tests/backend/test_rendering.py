@@ -172,7 +172,8 @@ def test_odd_results_never_crash_the_views(attempts: list[dict[str, Any]], macro
 
 
 class _FinishedBattle:
-    """The attribute _result.html reads from a battle."""
+    """The attributes _result.html reads from a battle."""
 
     def __init__(self) -> None:
+        self.battle_id = "b-1"
         self.result = {"winner": "draw", "finish_time": "t"}

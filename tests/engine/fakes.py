@@ -17,9 +17,10 @@ from typing import Any, NoReturn
 
 from green_agent.engine.attempt import ToolEndpoint
 from green_agent.engine.config import UserSimulatorConfig
-from green_agent.engine.results import RewardBreakdown
+from green_agent.engine.results import FailureExplanation, RewardBreakdown
 from green_agent.engine.tau.environment import AttemptEnvironment
 from green_agent.engine.tau.sandbox import SandboxError, SandboxFactory, SandboxInit, ToolSandbox
+from green_agent.engine.tau.scoring import ScoredSimulation
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users import UserTurn
 from green_agent.engine.white_client import WhiteReply
@@ -164,8 +165,9 @@ class ScriptedUser:
 class FixedScorer:
     """A scorer that answers every simulation with one breakdown (or raises one exception)."""
 
-    def __init__(self, answer: RewardBreakdown | BaseException) -> None:
+    def __init__(self, answer: RewardBreakdown | BaseException, explanation: FailureExplanation | None = None) -> None:
         self.answer = answer
+        self.explanation = explanation
         self.simulations: list[dict[str, Any]] = []
 
     async def score(self, ref: TaskRef, simulation: dict[str, Any]) -> RewardBreakdown:
@@ -173,6 +175,9 @@ class FixedScorer:
         if isinstance(self.answer, BaseException):
             raise self.answer
         return self.answer
+
+    async def score_explained(self, ref: TaskRef, simulation: dict[str, Any]) -> ScoredSimulation:
+        return ScoredSimulation(await self.score(ref, simulation), self.explanation)
 
 
 class BrokenSandboxes(SandboxFactory):

@@ -277,7 +277,7 @@ def test_the_backend_reads_the_same_numbers_and_refuses_hostile_ones() -> None:
 
 def test_the_backend_page_shows_the_table_escaped() -> None:
     data = json.loads(with_usage().model_dump_json())
-    battle = {"result": {"winner": "green_agent"}}
+    battle = {"battle_id": "b1", "result": {"winner": "green_agent"}}
     page = Renderer().render("_result.html", battle=battle, view=build_result_view(data))
     assert 'id="usage-table"' in page
     assert '<th scope="row">total cost</th><td>$0.0148</td>' in page

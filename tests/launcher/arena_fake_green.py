@@ -3,8 +3,8 @@
 Run in-process (``build_app``) or as ``python -m arena_fake_green --host H --port P --card-url U --runs-dir D``
 (the green agent's command line). ``FAKE_GREEN_MODE`` picks the behaviour:
 
-  ok        battle_started, k attempts per task (success, failure, infra_error, ...), writes
-            runs/<battle id>/summary.json + summary.md, "Result" artifact, completed
+  ok        battle_started, k attempts per task (success, failure, infra_error, ...), battle_finished (text: the
+            markdown), writes runs/<battle id>/summary.json + summary.md, "Result" artifact, completed
   reject    failed before battle_started with a message naming the field (like a config error)
   fail_mid  battle_started, then failed
   die       battle_started, then the process exits with code 7 (only meaningful as a subprocess)
@@ -130,7 +130,16 @@ class FakeGreenExecutor(AgentExecutor):
             "attempts": attempts,
             "status": "completed",
         }
-        markdown = f"# Battle {battle_id}\n\n- attempts: {total}\n"
+        markdown = (
+            f"# Battle {battle_id}\n\n- attempts: {total}\n"
+            '- reply format: expected `<json>{"name": ..., "arguments": {...}}</json>`\n'
+        )
+        # Like the real green agent: the summary travels twice, as the battle_finished event's text and as the
+        # Result artifact (the terminal must print it once).
+        await updater.update_status(
+            TaskState.TASK_STATE_WORKING,
+            _status(markdown, {"type": "battle_finished", "done": total, "total": total}, task.context_id, task.id),
+        )
         run_dir = self.runs_dir / battle_id
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "summary.json").write_text(json.dumps(result), encoding="utf-8")

@@ -191,7 +191,9 @@ def test_completed_battle_exits_0_and_prints_summary_path(tmp_path: Path, subpro
     summary = arena.runs / "b-ok" / "summary.json"
     assert summary.is_file()
     assert f"summary: {summary}" in done.stdout.replace("\n", "")
-    assert "Battle b-ok" in done.stdout  # the markdown summary was printed
+    assert done.stdout.count("Battle b-ok") == 1  # the markdown summary was printed, once (rendered)
+    assert "# Battle" not in done.stdout  # not the raw markdown
+    assert '<json>{"name": ..., "arguments": {...}}</json>' in done.stdout  # the reply-format hint, intact
     assert "Starting attempt 1/4" in done.stdout  # live progress lines
 
     request = json.loads(arena.record.read_text())

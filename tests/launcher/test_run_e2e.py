@@ -62,6 +62,11 @@ def test_arena_run_completes_and_writes_the_run_directory(tmp_path: Path) -> Non
     assert summary["battle_id"] == "e2e"
     assert len(summary["attempts"]) == 2
     assert (run_dir / "summary.md").is_file()
+    # The summary is printed once, rendered: its title appears once and never as a raw markdown heading.
+    heading = (run_dir / "summary.md").read_text(encoding="utf-8").splitlines()[0]
+    assert heading.startswith("# ")
+    assert output.count(heading.removeprefix("# ").strip()) == 1, output
+    assert heading not in output
     assert len(list((run_dir / "trajectories").glob("*.jsonl"))) == 2
     assert f"summary: {run_dir / 'summary.json'}" in output
     # Nothing we started is left: no process has our run directory on its command line.

@@ -14,6 +14,10 @@ returns; the answer is tau2's ``RewardInfo`` as JSON. No tau2 object is pickled.
 The reward is whatever tau2 says (``EvaluationType.ALL``, ``solo_mode=False``): the product of the checks named by
 the task's ``reward_basis``. An evaluator exception or a dead worker is a harness failure, raised as
 :class:`ScoringError`, never a zero for the agent.
+
+:meth:`ScoringPool.score_explained` also asks the worker why a reward is below 1
+(green_agent/engine/tau/explain.py): computed after tau2's answer was taken, from the same simulation, so it cannot
+change the verdict; if explaining fails, the failure is logged and the attempt is scored without an explanation.
 """
 
 from __future__ import annotations
@@ -23,16 +27,24 @@ import functools
 import gc
 import logging
 import multiprocessing
+import time
 import traceback
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from green_agent.engine.results import RewardBreakdown
+from pydantic import ValidationError
+
+from green_agent.engine.results import FailureExplanation, RewardBreakdown
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.process_hygiene import die_with_parent
+
+if TYPE_CHECKING:
+    from tau2.data_model.simulation import RewardInfo, SimulationRun
+    from tau2.data_model.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +93,30 @@ def _worker_ready() -> bool:
     return True
 
 
-def _evaluate(domain: str, split: str | None, index: int, task_id: str, simulation: dict[str, Any]) -> dict[str, Any]:
-    """Worker entry: score one simulation. Returns ``{"ok": reward_info_json}`` or ``{"error": detail}``."""
+def _where(error: BaseException) -> str:
+    last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+    return f" (at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
+
+
+def _explain(task: Task, run: SimulationRun, info: RewardInfo, domain: str) -> dict[str, Any]:
+    """``{"explanation": json, "explain_s": seconds}``, or ``{"explain_error": detail}``: never raises, so a failure
+    to explain cannot turn a scored attempt into an error."""
+    started = time.perf_counter()
+    try:
+        from green_agent.engine.tau.explain import explain_failure
+
+        explanation = explain_failure(task, run, info, domain)
+        return {"explanation": explanation.model_dump(mode="json"), "explain_s": time.perf_counter() - started}
+    except Exception as error:
+        log.warning("explaining a failed attempt of task %s failed", task.id, exc_info=True)
+        return {"explain_error": f"{type(error).__name__}: {error}{_where(error)}"[:1000]}
+
+
+def _evaluate(
+    domain: str, split: str | None, index: int, task_id: str, simulation: dict[str, Any], explain: bool = False
+) -> dict[str, Any]:
+    """Worker entry: score one simulation. Returns ``{"ok": reward_info_json}`` or ``{"error": detail}``; with
+    ``explain`` and a reward below 1 also the explanation (:func:`_explain`'s keys)."""
     try:
         from tau2.data_model.simulation import SimulationRun
         from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
@@ -96,11 +130,12 @@ def _evaluate(domain: str, split: str | None, index: int, task_id: str, simulati
         info = evaluate_simulation(
             simulation=run, task=ref.task, evaluation_type=EvaluationType.ALL, solo_mode=False, domain=domain
         )
-        return {"ok": info.model_dump(mode="json")}
+        answer: dict[str, Any] = {"ok": info.model_dump(mode="json")}  # the verdict, taken before any explaining
     except Exception as error:
-        last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
-        where = f" (at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
-        return {"error": f"{type(error).__name__}: {error}{where}"}
+        return {"error": f"{type(error).__name__}: {error}{_where(error)}"}
+    if explain and float(answer["ok"]["reward"]) < 1.0:
+        answer.update(_explain(ref.task, run, info, domain))
+    return answer
 
 
 # --- serving side ------------------------------------------------------------------------------------------------
@@ -124,6 +159,28 @@ def breakdown_from_reward_info(info: dict[str, Any]) -> RewardBreakdown:
         reward_basis=[str(basis) for basis in info.get("reward_basis") or []],
         raw=info,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredSimulation:
+    """tau2's verdict on one attempt and, for a reward below 1, why (None when explaining failed)."""
+
+    breakdown: RewardBreakdown
+    explanation: FailureExplanation | None = None
+
+
+def _explanation_from(answer: dict[str, Any], ref: TaskRef) -> FailureExplanation | None:
+    if "explain_error" in answer:
+        log.warning("no failure explanation for %s: %s", ref.key, answer["explain_error"])
+        return None
+    data = answer.get("explanation")
+    if data is None:
+        return None
+    try:
+        return FailureExplanation.model_validate(data)
+    except ValidationError as error:
+        log.warning("no failure explanation for %s: %s", ref.key, error)
+        return None
 
 
 class ScoringPool:
@@ -184,11 +241,25 @@ class ScoringPool:
 
         Raises :class:`ScoringError` when the evaluator raises or the worker dies.
         """
+        return breakdown_from_reward_info((await self._run(ref, simulation, explain=False))["ok"])
+
+    async def score_explained(self, ref: TaskRef, simulation: dict[str, Any]) -> ScoredSimulation:
+        """:meth:`score`, plus the failure explanation when the reward is below 1 (the extra work only then).
+
+        The breakdown is the same as :meth:`score` gives; raises :class:`ScoringError` in the same cases only.
+        """
+        answer = await self._run(ref, simulation, explain=True)
+        breakdown = breakdown_from_reward_info(answer["ok"])
+        if "explain_s" in answer:
+            log.debug("explained the failure of %s in %.3f s", ref.key, answer["explain_s"])
+        return ScoredSimulation(breakdown, _explanation_from(answer, ref) if breakdown.reward < 1.0 else None)
+
+    async def _run(self, ref: TaskRef, simulation: dict[str, Any], *, explain: bool) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         pool = self._pool()
         try:
-            answer = await loop.run_in_executor(
-                pool, _evaluate, ref.domain, ref.split, ref.index, ref.task_id, simulation
+            answer: dict[str, Any] = await loop.run_in_executor(
+                pool, _evaluate, ref.domain, ref.split, ref.index, ref.task_id, simulation, explain
             )
         except BrokenProcessPool as error:
             if self._executor is pool:  # rebuild once for everyone; the attempts in flight fail
@@ -197,7 +268,7 @@ class ScoringPool:
             raise ScoringError(f"a scoring worker died: {error}") from None
         if "error" in answer:
             raise ScoringError(f"tau2 evaluator failed on {ref.key}: {answer['error']}")
-        return breakdown_from_reward_info(answer["ok"])
+        return answer
 
     async def close(self) -> None:
         """Stop the workers (waiting for scores in flight). Idempotent."""

@@ -1,5 +1,6 @@
 // Arena CSV evaluations page: upload a suite, stream results over SSE (fetch + ReadableStream), show and download them.
 // Safety rule: everything that comes from the agent, the judge or the CSV is rendered with textContent, never as HTML.
+// The page runs under a strict CSP (script-src/style-src 'self'): no inline script, no inline style attribute.
 // Authentication: the page is opened once as /evaluations/?token=<operator token>; the server answers with an
 // HttpOnly SameSite=Strict cookie, which every same-origin request below carries. The token is then removed from
 // the address bar (and so from the history and from bookmarks).
@@ -11,7 +12,10 @@
   }
   const $ = (id) => document.getElementById(id);
   const state = { file: null, cases: [], summary: null, error: null, running: false, total: 0, done: 0,
-                  agentUrl: "", fileName: "", startedAt: null };
+                  agentUrl: "", fileName: "", startedAt: null, starts: new Map(), results: new Map() };
+  // How the cases table is filtered and sorted (the rows stay in the DOM; filtered-out rows are hidden).
+  const view = { outcome: "all", text: "", sort: "case" };
+  const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -24,6 +28,16 @@
 
   function formatScore(value) {
     return value === null || value === undefined ? "n/a" : value.toFixed(2);
+  }
+
+  // Rates as `arena eval-csv` prints them: three decimals, the interval in brackets.
+  function formatRate(value) {
+    return value === null || value === undefined ? "n/a" : value.toFixed(3);
+  }
+
+  function formatInterval(low, high) {
+    if (low === null || low === undefined || high === null || high === undefined) return null;
+    return "95% CI [" + formatRate(low) + ", " + formatRate(high) + "]";
   }
 
   function scoreClass(value) {
@@ -78,19 +92,24 @@
     list.hidden = problems.length === 0;
   }
 
-  function card(label, value, className) {
+  function card(label, value, className, interval) {
     const box = el("div", "card");
     box.appendChild(el("div", "k", label));
     const v = el("div", "v " + (className || ""), value);
     box.appendChild(v);
+    if (interval) box.appendChild(el("div", "ci", interval));
     return box;
   }
 
   function renderSummary(summary) {
     const box = $("summary");
     box.replaceChildren();
-    const rate = summary.pass_rate === null ? "n/a" : (100 * summary.pass_rate).toFixed(1) + "%";
-    box.appendChild(card("pass rate", rate, summary.pass_rate === null ? "" : scoreClass(summary.pass_rate)));
+    const rateCard = card("pass rate", formatRate(summary.pass_rate),
+      summary.pass_rate === null ? "" : scoreClass(summary.pass_rate),
+      formatInterval(summary.pass_rate_ci_low, summary.pass_rate_ci_high));
+    rateCard.id = "pass-rate-card";
+    rateCard.title = "passed / total (errored and unscored cases count as not passed); Wilson 95% interval";
+    box.appendChild(rateCard);
     box.appendChild(card("passed", summary.passed));
     box.appendChild(card("failed", summary.failed));
     box.appendChild(card("errored", summary.errored));
@@ -107,7 +126,94 @@
   function updateProgress() {
     const pct = state.total ? Math.round((100 * state.done) / state.total) : 0;
     $("progress-bar").style.width = pct + "%";
+    $("progress").setAttribute("aria-valuemax", String(state.total));
+    $("progress").setAttribute("aria-valuenow", String(state.done));
     $("progress-text").textContent = state.done + " / " + state.total + " cases";
+  }
+
+  // -- filter and sort -----------------------------------------------------------------------------------------------
+
+  function statusOf(testId) {
+    const result = state.results.get(testId);
+    return result ? result.status : "running";
+  }
+
+  function searchableText(testId) {
+    const result = state.results.get(testId) || state.starts.get(testId) || {};
+    const tools = (list) => (list || []).map((t) => (t && (t.name || t.tool_name)) || "").join(" ");
+    return [testId, result.query, result.response, result.error, (result.notes || []).join(" "),
+            tools(result.expected_tools), tools(result.actual_tool_calls)]
+      .filter((part) => typeof part === "string" && part).join("\n").toLowerCase();
+  }
+
+  function matches(testId) {
+    const status = statusOf(testId);
+    if (view.outcome === "not-passed") {
+      if (status === "passed" || status === "running") return false;
+    } else if (view.outcome !== "all" && status !== view.outcome) {
+      return false;
+    }
+    return !view.text || searchableText(testId).includes(view.text);
+  }
+
+  function caseIndex(testId) {
+    const known = state.results.get(testId) || state.starts.get(testId);
+    return known && Number.isInteger(known.index) ? known.index : Number.MAX_SAFE_INTEGER;
+  }
+
+  function overallOf(testId) {
+    const result = state.results.get(testId);
+    const value = result && result.scores ? result.scores.overall : null;
+    return typeof value === "number" ? value : null;
+  }
+
+  function compareRows(a, b) {
+    const idA = a.dataset.testId;
+    const idB = b.dataset.testId;
+    const byCase = caseIndex(idA) - caseIndex(idB);
+    if (view.sort === "id-asc") return collator.compare(idA, idB) || byCase;
+    if (view.sort === "id-desc") return collator.compare(idB, idA) || byCase;
+    if (view.sort === "score-desc" || view.sort === "score-asc") {
+      const sa = overallOf(idA);
+      const sb = overallOf(idB);
+      if (sa === null || sb === null) return (sa === null) - (sb === null) || byCase;  // unscored rows last
+      return (view.sort === "score-desc" ? sb - sa : sa - sb) || byCase;
+    }
+    return byCase;
+  }
+
+  function applyView() {
+    const tbody = $("results").tBodies[0];
+    const rows = Array.from(tbody.querySelectorAll("tr.case-row"));
+    rows.sort(compareRows);
+    let shown = 0;
+    rows.forEach((row) => {
+      const detail = row.nextElementSibling && row.nextElementSibling.classList.contains("details-row")
+        ? row.nextElementSibling : null;
+      const visible = matches(row.dataset.testId);
+      row.hidden = !visible;
+      if (visible) shown += 1;
+      tbody.appendChild(row);  // appending moves the row: the table follows the sort order
+      if (detail) { detail.hidden = !visible; tbody.appendChild(detail); }
+    });
+    const filtered = view.outcome !== "all" || view.text !== "";
+    $("shown-count").textContent = filtered
+      ? shown + " of " + rows.length + " cases match" + (shown === 0 ? " (change the filter to see the others)" : "")
+      : rows.length + " cases";
+    const byId = view.sort.startsWith("id-");
+    const byScore = view.sort.startsWith("score-");
+    $("th-test").setAttribute("aria-sort", byId ? (view.sort === "id-asc" ? "ascending" : "descending") : "none");
+    $("th-overall").setAttribute("aria-sort",
+      byScore ? (view.sort === "score-asc" ? "ascending" : "descending") : "none");
+  }
+
+  function wireViewControls() {
+    $("filter-outcome").addEventListener("change", () => { view.outcome = $("filter-outcome").value; applyView(); });
+    $("filter-text").addEventListener("input", () => {
+      view.text = $("filter-text").value.trim().toLowerCase();
+      applyView();
+    });
+    $("sort-by").addEventListener("change", () => { view.sort = $("sort-by").value; applyView(); });
   }
 
   // -- result rows ---------------------------------------------------------------------------------------------------
@@ -200,14 +306,18 @@
   function handleEvent(name, data) {
     if (name === "test_case_start") {
       state.total = data.total;
+      state.starts.set(data.test_id, data);
       if (!rowFor(data.test_id)) addRunningRow(data);
       updateProgress();
+      applyView();
     } else if (name === "test_case_result") {
       state.total = data.total;
       state.cases[data.index] = data;
+      state.results.set(data.test_id, data);
       state.done += 1;
       fillResultRow(data);
       updateProgress();
+      applyView();
     } else if (name === "summary") {
       state.summary = data;
       renderSummary(data);
@@ -265,8 +375,10 @@
     form.append("judge", $("judge").value);
     if ($("judge").value === "llm") form.append("connector", $("connector").value);
     Object.assign(state, { cases: [], summary: null, error: null, running: true, total: 0, done: 0,
-                           agentUrl: agentUrl, fileName: state.file.name, startedAt: new Date().toISOString() });
+                           agentUrl: agentUrl, fileName: state.file.name, startedAt: new Date().toISOString(),
+                           starts: new Map(), results: new Map() });
     $("results").tBodies[0].replaceChildren();
+    $("shown-count").textContent = "";
     $("summary").hidden = true;
     delete $("summary").dataset.done;
     $("progress-panel").hidden = false;
@@ -325,7 +437,8 @@
       $("limit-bytes").textContent = (config.max_bytes / (1024 * 1024)).toFixed(0) + " MB";
       $("limit-cases").textContent = String(config.max_cases);
       $("sample-hint").hidden = !config.sample_available;
-      if (config.offline) $("judge").disabled = true;
+      if (config.offline) { $("judge").value = "lexical"; $("judge").disabled = true; }
+      syncConnector();
     } catch (e) { /* defaults in the markup stay */ }
   }
 
@@ -336,12 +449,21 @@
     chooseFile(new File([blob], "finance_suite.csv", { type: "text/csv" }));
   }
 
+  // The connector (class path, model, key) matters only to the LLM judge: shown only while it is chosen.
+  function syncConnector() {
+    const llm = $("judge").value === "llm" && !$("judge").disabled;
+    $("connector-field").hidden = !llm;
+    $("connector").disabled = !llm;
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     wireDropZone();
+    wireViewControls();
     $("run-button").addEventListener("click", run);
     $("download-button").addEventListener("click", download);
     $("sample-button").addEventListener("click", useSample);
-    $("judge").addEventListener("change", () => { $("connector-field").hidden = $("judge").value !== "llm"; });
+    $("judge").addEventListener("change", syncConnector);
+    syncConnector();  // a reload may restore "llm" in the select
     loadConfig();
   });
 })();

@@ -84,9 +84,7 @@ async def test_demo_battle_page_opens_a_failed_attempt_with_its_database_diff(tm
         assert [entry["elo_change"] for entry in white["elo"]["battle_history"]] == [0]
 
         async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-            )
+            browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
             try:
                 page = await browser.new_page(viewport={"width": 1200, "height": 900})
                 page_errors: list[str] = []

@@ -180,6 +180,13 @@ def explanation_lines(explanation: FailureExplanation) -> list[str]:
     return lines
 
 
+def _outcome_words(attempts: list[AttemptResult]) -> str:
+    """The strip in words, for screen readers and plain-text readers: "#1 success, #2 failure, #3 infrastructure
+    error" (an emoji-only line reads as a row of symbol names, or as nothing)."""
+    words = {"success": "success", "failure": "failure", "infra_error": "infrastructure error"}
+    return ", ".join(f"#{a.attempt} {words.get(a.outcome, a.outcome)}" for a in attempts)
+
+
 def _task_section(key: str, attempts: list[AttemptResult], k: int, gold_gap: str | None = None) -> list[str]:
     first = attempts[0]
     counted = [a.trial_outcome for a in attempts if a.trial_outcome is not None]
@@ -193,7 +200,7 @@ def _task_section(key: str, attempts: list[AttemptResult], k: int, gold_gap: str
     lines = [
         f"### {first.domain} task {first.task_index} (split {first.split or '-'}, tau2 id {first.task_id})",
         "",
-        marks,
+        f"{marks} ({_outcome_words(attempts)})",
         "",
         f"- pass^{k} strict (first {k} attempts all succeed): "
         + ("n/a (fewer than k counted attempts)" if strict is None else "✅ YES" if strict else "❌ NO"),

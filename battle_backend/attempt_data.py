@@ -33,6 +33,12 @@ def attempt_path(battle_id: str, task_key: str, attempt: int) -> str:
     return f"/ui/battles/{quote(battle_id, safe='')}/attempts/{quote(task_key, safe='/')}/{attempt}"
 
 
+def linkable_task_key(task_key: str) -> bool:
+    """False for a key with a ``.`` or ``..`` segment: a browser resolves those in the viewer's URL path (also
+    percent-encoded), so its link would lead elsewhere on this site. Real keys are ``domain/split/index``."""
+    return not any(segment in (".", "..") for segment in task_key.split("/"))
+
+
 def finished_event_detail(payload: dict[str, Any]) -> tuple[AttemptKey, dict[str, Any]] | None:
     """The key and detail of an ``attempt_finished`` progress event; None for any other event."""
     if payload.get("is_result"):
@@ -42,6 +48,8 @@ def finished_event_detail(payload: dict[str, Any]) -> tuple[AttemptKey, dict[str
         return None
     task_key, attempt = detail.get("task_key"), int_of(detail.get("attempt"), low=1, high=MAX_ATTEMPT_NUMBER)
     if not isinstance(task_key, str) or not task_key or len(task_key) > MAX_NAME_CHARS or attempt is None:
+        return None
+    if not linkable_task_key(task_key):
         return None
     return (task_key, attempt), detail
 
@@ -66,8 +74,9 @@ def result_entries(battle: BattleRecord) -> dict[AttemptKey, dict[str, Any]]:
         if not isinstance(entry, dict):
             continue
         number = int_of(entry.get("attempt"), low=1, high=MAX_ATTEMPT_NUMBER)
-        if number is not None:
-            entries[(task_key_of(entry), number)] = entry
+        key = task_key_of(entry)
+        if number is not None and linkable_task_key(key):
+            entries[(key, number)] = entry
     return entries
 
 

@@ -230,22 +230,28 @@ async def import_battle(
         )
         opponents.append({"name": opponent.name, "agent_id": agent.agent_id, "role": opponent.role})
     await store.create_battle(green.agent_id, opponents, dict(battle.config), None, battle_id=battle.battle_id)
-    outcome = await store.start_battle(battle.battle_id, secrets.token_urlsafe(24))
-    if outcome is not StartOutcome.STARTED:
-        raise ImportFileError(f"battle {battle.battle_id}: could not be started in the store ({outcome.value})")
-    for body in events:
-        await store.append_event(battle.battle_id, body)
-    if result is None:
-        await store.fail_battle(battle.battle_id, INTERRUPTED_REASON)
-        return ImportReport(battle_id=battle.battle_id, events=len(events), state="error")
-    finish = FinishSpec(
-        winner=str(result["winner"]),
-        detail=result.get("detail") if result.get("detail") is not None else {},
-        finish_time=result_finish_time(result.get("timestamp")),
-        rated=not result_says_calibration(result.get("detail")),
-    )
-    await store.append_event(battle.battle_id, result, finish=finish)
-    return ImportReport(battle_id=battle.battle_id, events=len(events) + 1, state="finished")
+    try:
+        outcome = await store.start_battle(battle.battle_id, secrets.token_urlsafe(24))
+        if outcome is not StartOutcome.STARTED:
+            raise ImportFileError(f"battle {battle.battle_id}: could not be started in the store ({outcome.value})")
+        for body in events:
+            await store.append_event(battle.battle_id, body)
+        if result is None:
+            await store.fail_battle(battle.battle_id, INTERRUPTED_REASON)
+            return ImportReport(battle_id=battle.battle_id, events=len(events), state="error")
+        finish = FinishSpec(
+            winner=str(result["winner"]),
+            detail=result.get("detail") if result.get("detail") is not None else {},
+            finish_time=result_finish_time(result.get("timestamp")),
+            rated=not result_says_calibration(result.get("detail")),
+        )
+        await store.append_event(battle.battle_id, result, finish=finish)
+        return ImportReport(battle_id=battle.battle_id, events=len(events) + 1, state="finished")
+    except Exception as error:
+        # Never leave a queued or running battle behind (the scheduler would try to run it with agents that have no
+        # launcher); the failed import stays visible as an error with its reason.
+        await store.fail_battle(battle.battle_id, f"import failed: {type(error).__name__}: {error}"[:1000])
+        raise
 
 
 async def import_files(store: BattleStore, paths: list[Path], settings: BackendSettings) -> list[ImportReport]:

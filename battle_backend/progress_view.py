@@ -32,7 +32,7 @@ Z_95 = 1.959963984540054
 """The standard normal quantile of 0.975."""
 MAX_TASKS_SHOWN = 500
 """Rows of the live strip at most (the counters still count every attempt)."""
-MAX_CELLS_SHOWN = 5_000
+MAX_CELLS_SHOWN = 1_000
 """Cells of the live strip at most (fewer rows when k is large): the box is pushed on every attempt."""
 MAX_TOTAL = 10**7
 ATTEMPT_EVENTS = ("attempt_started", "attempt_finished")
@@ -186,6 +186,10 @@ class ProgressTracker:
             self._total = int_of(detail.get("attempts_total"), low=0, high=MAX_TOTAL)
             self._k = int_of(detail.get("k"), low=0, high=MAX_ATTEMPTS_SHOWN) or 0
             self._reported_done = int_of(detail.get("resumed_attempts"), low=0, high=MAX_TOTAL) or 0
+            # A second battle_started is a resume into the same battle: the ETA's clock restarts with it (the time
+            # the green agent was down and the attempts of the earlier run would inflate it).
+            self._first_attempt_at = None
+            self._finished_here = 0
             tasks = detail.get("tasks")
             for task in tasks if isinstance(tasks, list) else []:
                 if isinstance(task, str) and task and len(task) <= MAX_NAME_CHARS and len(self._tasks) < MAX_TOTAL:

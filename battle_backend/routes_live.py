@@ -119,7 +119,8 @@ async def battle_events(request: Request) -> EventSourceResponse:
                         "result_html": ctx.renderer.result_html(battle, started_calibration=progress.calibration),
                     }
                     yield ServerSentEvent(data=json.dumps(data), event="battle_state")
-                progress_html = ctx.renderer.progress_html(battle, progress)
+                # In a worker thread: a big battle's strip is thousands of cells, re-rendered after every event.
+                progress_html = await asyncio.to_thread(ctx.renderer.progress_html, battle, progress)
                 if progress_html != last_progress:
                     last_progress = progress_html
                     yield ServerSentEvent(
@@ -147,6 +148,14 @@ def _progress_data(progress: LiveProgress, html: str) -> dict[str, Any]:
         "pass1_text": progress.pass1_text,
         "eta_text": progress.eta_text,
     }
+
+
+def _list_api(battle: BattleRecord) -> dict[str, Any]:
+    """A battle as the list's WebSocket sends it: the AgentBeats record with each attempt's posted trajectory (up to
+    256 KB each, for the attempt viewer) replaced by a stub, so one update of a big battle is not megabytes per tab."""
+    body = battle.to_api()
+    body["interact_history"] = [timeline_payload(payload) for payload in body.get("interact_history", [])]
+    return body
 
 
 async def battle_row_html(ctx: BackendContext, battle: BattleRecord) -> str:
@@ -178,7 +187,9 @@ async def battles_ws(websocket: WebSocket) -> None:
         closed = asyncio.create_task(_until_disconnect(websocket))
         try:
             battles = await ctx.service.list_battles(include_events=True)
-            await websocket.send_text(json.dumps({"type": "battles_update", "battles": [b.to_api() for b in battles]}))
+            await websocket.send_text(
+                json.dumps({"type": "battles_update", "battles": [_list_api(b) for b in battles]})
+            )
             while True:
                 changed = asyncio.create_task(sub.wait())
                 done, _ = await asyncio.wait({changed, closed}, return_when=asyncio.FIRST_COMPLETED)
@@ -190,7 +201,7 @@ async def battles_ws(websocket: WebSocket) -> None:
                     if battle is not None:
                         message = {
                             "type": "battle_update",
-                            "battle": battle.to_api(),
+                            "battle": _list_api(battle),
                             "row_html": await battle_row_html(ctx, battle),
                         }
                         await websocket.send_text(json.dumps(message))

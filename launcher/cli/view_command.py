@@ -115,7 +115,12 @@ async def serve_view(options: ViewOptions, console: Console) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="arena-view-"))
     try:
         import_path = workdir / IMPORT_FILE
-        size = await asyncio.to_thread(write_import, run.document, import_path)
+        writing = asyncio.ensure_future(asyncio.to_thread(write_import, run.document, import_path))
+        try:
+            size = await asyncio.shield(writing)
+        except asyncio.CancelledError:  # Ctrl-C mid-write: let the thread finish, or it recreates the file below
+            await asyncio.gather(writing, return_exceptions=True)
+            raise
         port = options.port or free_port("127.0.0.1" if options.host in _WILDCARD_HOSTS else options.host)
         return await _serve(options, console, run, workdir, import_path, size, port)
     finally:

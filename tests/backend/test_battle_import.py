@@ -170,3 +170,30 @@ def test_the_command_line_refuses_a_bad_file_before_serving(tmp_path: Path, caps
         main(["--db", str(tmp_path / "x.sqlite3"), "--import", str(path)])
     assert caught.value.code == 2
     assert "events[1].timestamp" in capsys.readouterr().err
+
+
+async def test_an_import_that_fails_midway_leaves_an_error_not_a_running_battle(tmp_path: Path, db_path: Path) -> None:
+    """A store error after the battle was created must not leave it queued or running (the scheduler would try to
+    run it with agents that have no launcher)."""
+    from battle_backend.battle_import import import_files
+    from battle_backend.sqlite_store import SQLiteStore
+
+    class FailingStore(SQLiteStore):
+        appended = 0
+
+        async def append_event(self, battle_id: str, payload: dict[str, Any], **kwargs: Any) -> Any:
+            self.appended += 1
+            if self.appended == 2:
+                raise OSError("disk full")
+            return await super().append_event(battle_id, payload, **kwargs)
+
+    store = FailingStore(db_path)
+    await store.open()
+    try:
+        with pytest.raises(OSError, match="disk full"):
+            await import_files(store, [write(tmp_path, document())], settings(db_path))
+        battle = await store.get_battle(BATTLE_ID)
+        assert battle is not None and battle.state.value == "error"
+        assert battle.error is not None and "import failed: OSError: disk full" in battle.error
+    finally:
+        await store.close()

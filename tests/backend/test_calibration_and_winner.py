@@ -10,7 +10,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 from battle_backend.battle_facts import CALIBRATION_TEXT
-from tests.backend.attempt_samples import battle_started, progress_event
+from tests.backend.attempt_samples import attempt_finished, battle_started, progress_event
 from tests.backend.conftest import Arena, result
 from tests.backend.sample_result import battle_result
 
@@ -109,3 +109,30 @@ async def test_a_new_battle_in_the_list_shows_aliases_not_ids(arena: Arena) -> N
     assert f'<tr data-battle-id="{battle_id}">' in row
     assert "<td>green</td>" in row and "white_agent: white" in row
     assert green.agent_id not in row and white.agent_id not in row
+
+
+async def test_the_list_socket_sends_attempt_trajectories_as_stubs(arena: Arena) -> None:
+    """The list page gets every battle with its history on each change: posted trajectories (up to 256 KB each, for
+    the attempt viewer) go as a stub, or one update of a big battle would be megabytes per open tab."""
+    green, white = await arena.pair()
+    battle_id = await arena.battle(green, ("white_agent", white))
+    await arena.started(green, battle_id)
+    url = arena.backend.url.replace("http://", "ws://") + "/ws/battles"
+    async with connect(url) as socket:
+        await asyncio.wait_for(socket.recv(), 30)
+        posted = progress_event(attempt_finished("retail/test/0", 1, "failure"))
+        assert (await arena.post(battle_id, posted)).status_code == 204
+        async with asyncio.timeout(30):
+            while True:
+                update = json.loads(await socket.recv())
+                history = update.get("battle", {}).get("interact_history", [])
+                if update["type"] == "battle_update" and any(
+                    (e.get("detail") or {}).get("type") == "attempt_finished" for e in history
+                ):
+                    break
+    [entry] = [e for e in history if (e.get("detail") or {}).get("type") == "attempt_finished"]
+    stub = entry["detail"]["trajectory"]
+    assert "messages" not in stub or isinstance(stub["messages"], int)
+    assert stub["messages"] == len(posted["detail"]["trajectory"]["messages"]) > 0
+    stored = (await arena.client.get(f"/battles/{battle_id}")).json()["interact_history"]
+    assert any(isinstance((e.get("detail") or {}).get("trajectory", {}).get("messages"), list) for e in stored)

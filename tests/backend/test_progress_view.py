@@ -183,5 +183,32 @@ def test_the_live_strip_is_bounded() -> None:
     events = [event(1, battle_started(tasks[:1], 200), 0)]
     events += [event(i + 2, attempt_finished(task, 1, "success", total=10**6), 1) for i, task in enumerate(tasks)]
     progress = live_progress(events, now=T0, running=True)
-    assert progress.max_attempt == 200 and len(progress.rows) == 25 and progress.tasks_not_shown == 2975
+    assert progress.max_attempt == 200 and len(progress.rows) == 5 and progress.tasks_not_shown == 2995
     assert progress.done == 3000
+
+
+def test_a_resume_into_the_same_battle_restarts_the_eta_clock() -> None:
+    """A green agent restarted under the battle posts battle_started again: the downtime and the attempts of the
+    earlier run must not enter the rate (here 2 h down; 10 s per attempt after the resume)."""
+    events = [
+        event(1, battle_started(TASKS, 5), 0),
+        finished(TASKS[0], 1, "success", 10),
+        finished(TASKS[0], 2, "success", 20),
+        event(40, {**battle_started(TASKS, 5), "resumed_attempts": 2}, 7200),
+        finished(TASKS[1], 1, "success", 7210),
+    ]
+    progress = live_progress(events, now=T0 + timedelta(seconds=7210), running=True)
+    assert progress.done == 3
+    # the clock restarts at the resumed run's first attempt event (7210 s): 0 s for 1 attempt would say "0 s"; the
+    # earlier run's clock would have said 7210 s / 3 attempts x 7 left = about 4.7 h
+    assert progress.eta_s is not None and progress.eta_s < 60
+
+
+def test_a_task_key_with_dot_segments_gets_no_link() -> None:
+    events = [
+        event(1, battle_started(TASKS, 1), 0),
+        event(2, attempt_finished("../../../../battles/x", 1, "failure", total=2), 10),
+        finished(TASKS[0], 1, "success", 20, total=2),
+    ]
+    progress = live_progress(events, now=T0 + timedelta(seconds=20), running=True)
+    assert "../../../../battles/x" not in [row.task_key for row in progress.rows]

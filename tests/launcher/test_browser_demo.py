@@ -95,7 +95,9 @@ async def test_demo_battle_page_opens_a_failed_attempt_with_its_database_diff(tm
                 assert "macro pass^4" in await page.locator("#winner-rule").inner_text()
                 assert await page.locator("#attempt-grid a.cell-link").count() == 20
                 SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-                await page.screenshot(path=str(SCREENSHOTS / "battle-page.png"), full_page=True)
+                # the top of the page (status, banner, pass^k, chart, attempt grid), not the long timeline below
+                await page.set_viewport_size({"width": 1200, "height": 1900})
+                await page.screenshot(path=str(SCREENSHOTS / "battle-page.png"), full_page=False)
 
                 await page.locator(f'#attempt-grid a[href$="/attempts/{task_key}/{attempt["attempt"]}"]').click()
                 await page.locator("#attempt-page").wait_for()

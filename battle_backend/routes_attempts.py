@@ -30,14 +30,6 @@ def _not_found(ctx: BackendContext, what: str, *, detail: str = "", back_url: st
     )
 
 
-async def _load(request: Request) -> tuple[BattleRecord | None, AttemptData | None]:
-    ctx: BackendContext = request.app.state.backend
-    battle = await ctx.store.get_battle(request.path_params["battle_id"])
-    if battle is None:
-        return None, None
-    return battle, find_attempt(battle, request.path_params["task_key"], request.path_params["attempt"])
-
-
 def _attempt_missing(ctx: BackendContext, battle: BattleRecord, request: Request) -> HTMLResponse:
     task_key, number = request.path_params["task_key"], request.path_params["attempt"]
     return _not_found(
@@ -49,14 +41,25 @@ def _attempt_missing(ctx: BackendContext, battle: BattleRecord, request: Request
     )
 
 
+async def _load(request: Request) -> tuple[BattleRecord, AttemptData] | HTMLResponse:
+    """The battle and the attempt the path names, or the 404 page saying which of the two is unknown."""
+    ctx: BackendContext = request.app.state.backend
+    battle = await ctx.store.get_battle(request.path_params["battle_id"])
+    if battle is None:
+        return _not_found(ctx, "battle")
+    data = find_attempt(battle, request.path_params["task_key"], request.path_params["attempt"])
+    if data is None:
+        return _attempt_missing(ctx, battle, request)
+    return battle, data
+
+
 async def attempt_page(request: Request) -> Response:
     """The viewer: header, failure explanation, conversation, prev/next, link to the raw JSONL."""
     ctx: BackendContext = request.app.state.backend
-    battle, data = await _load(request)
-    if battle is None:
-        return _not_found(ctx, "battle")
-    if data is None:
-        return _attempt_missing(ctx, battle, request)
+    loaded = await _load(request)
+    if isinstance(loaded, Response):
+        return loaded
+    battle, data = loaded
     task_key, number = data.key
     html = ctx.renderer.render(
         "attempt.html",
@@ -80,12 +83,10 @@ def jsonl_filename(battle_id: str, task_key: str, attempt: int) -> str:
 
 async def attempt_jsonl(request: Request) -> Response:
     """The raw JSONL: the attempt's event detail without the trajectory, then one line per message, as posted."""
-    ctx: BackendContext = request.app.state.backend
-    battle, data = await _load(request)
-    if battle is None:
-        return _not_found(ctx, "battle")
-    if data is None:
-        return _attempt_missing(ctx, battle, request)
+    loaded = await _load(request)
+    if isinstance(loaded, Response):
+        return loaded
+    battle, data = loaded
     body = "".join(line + "\n" for line in data.jsonl_lines())
     filename = jsonl_filename(battle.battle_id, *data.key)
     return Response(

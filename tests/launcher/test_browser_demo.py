@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.backend.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.launcher.test_backend_outage import PAGE_RE, _env
 from tests.support.backend_process import restartable_backend
+from tests.support.browser import chromium, watch_errors
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -64,10 +64,6 @@ def _failed_with_db_diff(run_dir: Path) -> dict[str, Any]:
 
 @pytest.mark.timeout(900)
 async def test_demo_battle_page_opens_a_failed_attempt_with_its_database_diff(tmp_path: Path) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)")
-    from playwright.async_api import async_playwright
-
     runs = tmp_path / "runs"
     async with restartable_backend(tmp_path) as backend:
         battle_id, output = await _run_demo(backend.url, runs)
@@ -83,34 +79,29 @@ async def test_demo_battle_page_opens_a_failed_attempt_with_its_database_diff(tm
         assert white["elo"]["rating"] == 1000  # a calibration battle moves no rating
         assert [entry["elo_change"] for entry in white["elo"]["battle_history"]] == [0]
 
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-            try:
-                page = await browser.new_page(viewport={"width": 1200, "height": 900})
-                page_errors: list[str] = []
-                page.on("pageerror", lambda error: page_errors.append(str(error)))
-                await page.goto(f"{backend.url}/ui/battles/{battle_id}")
-                await page.locator("#attempt-grid").wait_for()
-                assert "CALIBRATION" in await page.locator("#result-calibration").inner_text()
-                assert "macro pass^4" in await page.locator("#winner-rule").inner_text()
-                assert await page.locator("#attempt-grid a.cell-link").count() == 20
-                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-                # the top of the page (status, banner, pass^k, chart, attempt grid), not the long timeline below
-                await page.set_viewport_size({"width": 1200, "height": 1900})
-                await page.screenshot(path=str(SCREENSHOTS / "battle-page.png"), full_page=False)
+        async with chromium() as browser:
+            page = await browser.new_page(viewport={"width": 1200, "height": 900})
+            page_errors = watch_errors(page)
+            await page.goto(f"{backend.url}/ui/battles/{battle_id}")
+            await page.locator("#attempt-grid").wait_for()
+            assert "CALIBRATION" in await page.locator("#result-calibration").inner_text()
+            assert "macro pass^4" in await page.locator("#winner-rule").inner_text()
+            assert await page.locator("#attempt-grid a.cell-link").count() == 20
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            # the top of the page (status, banner, pass^k, chart, attempt grid), not the long timeline below
+            await page.set_viewport_size({"width": 1200, "height": 1900})
+            await page.screenshot(path=str(SCREENSHOTS / "battle-page.png"), full_page=False)
 
-                await page.locator(f'#attempt-grid a[href$="/attempts/{task_key}/{attempt["attempt"]}"]').click()
-                await page.locator("#attempt-page").wait_for()
-                assert await page.locator("#messages > li").count() >= 2  # the conversation is there
-                assert await page.locator("#messages .tool-call, #messages .role-tool").count() >= 1
-                diff_row = page.locator("#db-diff tbody tr").first
-                row_text = await diff_row.inner_text()
-                assert first_difference["table"] in row_text
-                assert first_difference["field"] and first_difference["field"] in row_text  # names the field
-                assert "task_incomplete" in await page.locator("#attempt-category").inner_text()
-                raw = await page.locator("#raw-jsonl").get_attribute("href")
-                assert raw is not None and raw.endswith("/trajectory.jsonl")
-                await page.screenshot(path=str(SCREENSHOTS / "attempt-viewer.png"), full_page=True)
-                assert page_errors == []
-            finally:
-                await browser.close()
+            await page.locator(f'#attempt-grid a[href$="/attempts/{task_key}/{attempt["attempt"]}"]').click()
+            await page.locator("#attempt-page").wait_for()
+            assert await page.locator("#messages > li").count() >= 2  # the conversation is there
+            assert await page.locator("#messages .tool-call, #messages .role-tool").count() >= 1
+            diff_row = page.locator("#db-diff tbody tr").first
+            row_text = await diff_row.inner_text()
+            assert first_difference["table"] in row_text
+            assert first_difference["field"] and first_difference["field"] in row_text  # names the field
+            assert "task_incomplete" in await page.locator("#attempt-category").inner_text()
+            raw = await page.locator("#raw-jsonl").get_attribute("href")
+            assert raw is not None and raw.endswith("/trajectory.jsonl")
+            await page.screenshot(path=str(SCREENSHOTS / "attempt-viewer.png"), full_page=True)
+            assert page_errors == []

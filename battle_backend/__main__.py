@@ -35,6 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="URL agents use to reach this backend (default: the URL the battle was created through)",
     )
+    parser.add_argument(
+        "--sqlite-synchronous",
+        choices=["normal", "full"],
+        default="normal",
+        help="fsync policy of the SQLite file: normal (default) keeps every accepted event through a crash of this "
+        "process; full also through an OS crash or power cut (one fsync per group commit)",
+    )
     parser.add_argument("--max-concurrent-battles", type=int, default=4, help="battles running at once (default 4)")
     parser.add_argument(
         "--ready-timeout", type=float, default=120.0, help="seconds to wait for agents to report ready (default 120)"
@@ -109,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def import_into_store(settings: BackendSettings, paths: list[Path]) -> list[ImportReport]:
     """Open the SQLite store, import the files (all checked before any is written), close it again."""
-    store = SQLiteStore(settings.db_path)
+    store = SQLiteStore(settings.db_path, synchronous=settings.sqlite_synchronous)
     await store.open()
     try:
         return await import_files(store, paths, settings)
@@ -121,6 +128,7 @@ def settings_from_args(args: argparse.Namespace) -> BackendSettings:
     """Validated settings from parsed arguments."""
     return BackendSettings(
         db_path=args.db,
+        sqlite_synchronous=args.sqlite_synchronous.upper(),
         public_url=args.public_url,
         max_concurrent_battles=args.max_concurrent_battles,
         ready_timeout_s=args.ready_timeout,

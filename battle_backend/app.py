@@ -24,6 +24,7 @@ from battle_backend.api_models import ApiError
 from battle_backend.body_limits import BodyCap, BodyLimitMiddleware
 from battle_backend.context import BackendContext
 from battle_backend.live import LiveHub
+from battle_backend.live_feeds import LiveFeeds
 from battle_backend.mcp_platform import MCP_PATH, MESSAGES_PATH, PlatformMcp
 from battle_backend.rendering import Renderer
 from battle_backend.routes_api import api_routes
@@ -72,20 +73,23 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        store = SQLiteStore(settings.db_path)
+        store = SQLiteStore(settings.db_path, synchronous=settings.sqlite_synchronous)
         await store.open()
         http = httpx.AsyncClient(timeout=settings.http_timeout_s, trust_env=False)
         hub = LiveHub()
         service = BattleService(store, hub, settings, http)
         scheduler = BattleScheduler(service, settings, http)
+        renderer = Renderer()
+        feeds = LiveFeeds(store, hub, renderer)
         context = BackendContext(
             settings=settings,
             store=store,
             hub=hub,
             service=service,
             scheduler=scheduler,
-            renderer=Renderer(),
+            renderer=renderer,
             http=http,
+            feeds=feeds,
         )
         app.state.backend = context
         await scheduler.start()
@@ -97,6 +101,8 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
                 yield
         finally:
             await scheduler.stop()
+            await feeds.aclose()
+            await hub.aclose()
             await http.aclose()
             await store.close()
 

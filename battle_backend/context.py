@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import httpx
 
 from battle_backend.live import LiveHub
+from battle_backend.live_feeds import LiveFeeds
 from battle_backend.rendering import Renderer
 from battle_backend.scheduler import BattleScheduler
 from battle_backend.service import BattleService
@@ -25,3 +26,5 @@ class BackendContext:
     scheduler: BattleScheduler
     renderer: Renderer
     http: httpx.AsyncClient
+    feeds: LiveFeeds
+    """The shared live feeds of the SSE and WebSocket routes."""

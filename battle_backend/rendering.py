@@ -9,6 +9,8 @@ the page and its updates are produced by one renderer.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +40,17 @@ _ALLOWED_ATTRIBUTES: dict[str, set[str]] = {
 }
 
 
+EVENT_HTML_CACHE = 4096
+"""Timeline entries kept rendered: a stored event never changes, and every open page of a battle shows the same ones."""
+
+
 class Renderer:
-    """Templates plus the sanitising markdown filter. One per app (no module-level mutable state)."""
+    """Templates plus the sanitising markdown filter. One per app (no module-level mutable state). Thread-safe:
+    the live feeds render in worker threads."""
 
     def __init__(self) -> None:
+        self._event_cache: OrderedDict[tuple[str, int], str] = OrderedDict()
+        self._event_cache_lock = threading.Lock()
         self._markdown = MarkdownIt("commonmark", {"html": True, "linkify": False}).enable(["table", "strikethrough"])
         self._cleaner = nh3.Cleaner(
             tags=set(_ALLOWED_TAGS),
@@ -75,8 +84,20 @@ class Renderer:
         return self.env.get_template(template).render(**context)
 
     def event_html(self, event: EventRecord) -> str:
-        """One timeline entry (the page renders it the same way on load and over SSE)."""
-        return self.render("_event.html", event=event_context(event))
+        """One timeline entry (the page renders it the same way on load and over SSE), rendered once per event:
+        a stored event is immutable, so (battle, seq) names its HTML for good."""
+        key = (event.battle_id, event.seq)
+        with self._event_cache_lock:
+            cached = self._event_cache.get(key)
+            if cached is not None:
+                self._event_cache.move_to_end(key)
+                return cached
+        html = self.render("_event.html", event=event_context(event))
+        with self._event_cache_lock:
+            self._event_cache[key] = html
+            if len(self._event_cache) > EVENT_HTML_CACHE:
+                self._event_cache.popitem(last=False)
+        return html
 
     def status_html(
         self, battle: BattleRecord, agents: dict[str, AgentRecord], *, started_calibration: bool = False

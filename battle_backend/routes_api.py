@@ -27,7 +27,7 @@ from battle_backend.api_models import (
     check_arena_result,
     validate_data,
 )
-from battle_backend.body_limits import read_json
+from battle_backend.body_limits import declared_length, read_json
 from battle_backend.context import BackendContext
 from battle_backend.security import presented_token
 
@@ -137,7 +137,7 @@ async def battle_item(request: Request) -> Response:
         # battle's token (checked above; a result without one is refused by post_event anyway), and in a worker
         # thread: the check walks the whole result.
         await anyio.to_thread.run_sync(check_arena_result, event)
-    await ctx.service.post_event(battle_id, event, posted, token)
+    await ctx.service.post_event(battle_id, event, posted, token, size_hint=declared_length(request.headers))
     return Response(status_code=204)
 
 

@@ -1,29 +1,35 @@
 """Live updates: WebSocket /ws/battles (AgentBeats' message shapes) and SSE per battle for the web page.
 
-Both read from the store after a change notification, so a client that falls behind gets the latest state in one
-message instead of a backlog, and the SSE stream can resume exactly (events carry their sequence number as id).
+Both are fed by the shared live feeds (`live_feeds`): the store is read and the HTML rendered once per change for
+every open page, off the write path and off the event loop, and a client that falls behind catches up from the store
+(the SSE stream resumes exactly: events carry their sequence number as id) instead of holding a backlog.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from battle_backend import live_feeds
 from battle_backend.api_models import ApiError
 from battle_backend.context import BackendContext
-from battle_backend.progress_view import LiveProgress, ProgressTracker
-from battle_backend.records import AgentRecord, BattleRecord, BattleState
+from battle_backend.live_feeds import EVENT_BATCH, LiveMessage, event_messages
+from battle_backend.records import AgentRecord, BattleRecord
 from battle_backend.rendering import timeline_payload
 
-SSE_BATCH = 200
+logger = logging.getLogger(__name__)
+
+SSE_BATCH = EVENT_BATCH
+END = LiveMessage("end", "{}")
 
 
 def _non_negative_int(value: str | None, loc: list[str]) -> int:
@@ -40,25 +46,12 @@ def _non_negative_int(value: str | None, loc: list[str]) -> int:
 
 async def participant_agents(ctx: BackendContext, battle: BattleRecord) -> dict[str, AgentRecord]:
     """The battle's agents by id (deleted ones are simply absent)."""
-    agents: dict[str, AgentRecord] = {}
-    for agent_id in battle.participant_ids:
-        agent = await ctx.store.get_agent(agent_id)
-        if agent is not None:
-            agents[agent_id] = agent
-    return agents
+    return await live_feeds.participant_agents(ctx.store, battle)
 
 
-async def _fold_delivered(ctx: BackendContext, battle_id: str, last: int, tracker: ProgressTracker) -> None:
-    """Fold the events up to ``last`` (the client has them already) into ``tracker``, in bounded batches."""
-    folded = 0
-    while folded < last:
-        batch = await ctx.store.list_events(battle_id, after_seq=folded, limit=SSE_BATCH)
-        if not batch:
-            return
-        for event in batch:
-            if event.seq <= last:
-                tracker.add(event)
-        folded = batch[-1].seq
+def _chunk(messages: list[LiveMessage]) -> bytes:
+    """Several SSE messages as one chunk: one send for a whole batch, each message encoded once for every viewer."""
+    return b"".join(message.sse_bytes for message in messages)
 
 
 async def battle_events(request: Request) -> EventSourceResponse:
@@ -66,7 +59,11 @@ async def battle_events(request: Request) -> EventSourceResponse:
     ``Last-Event-ID`` header, ``battle_state`` on each state change, ``battle_progress`` (data = {html, done,
     total, done_text, pass1_text, eta_text}: the progress box, see progress_view) whenever it changed, ``end`` once
     the battle is over and drained. ``event`` is the stored payload, except that an attempt's trajectory is
-    replaced by a stub (the attempt viewer shows it)."""
+    replaced by a stub (the attempt viewer shows it).
+
+    The live part comes from the battle's shared feed (`live_feeds`): built once for every open page. This stream
+    first sends, from the store, what the viewer has not seen up to where the feed is, then what the feed offers;
+    when it falls too far behind, its backlog is dropped and it catches up from the store again."""
     ctx: BackendContext = request.app.state.backend
     battle_id = request.path_params["battle_id"]
     since = _non_negative_int(request.query_params.get("since"), ["query", "since"])
@@ -74,80 +71,53 @@ async def battle_events(request: Request) -> EventSourceResponse:
     resume = _non_negative_int(header, ["header", "Last-Event-ID"]) if header and header.isdigit() else 0
     await ctx.service.get_battle(battle_id, include_events=False)  # 404 before the stream starts
 
-    async def stream() -> AsyncIterator[ServerSentEvent]:
+    async def stream() -> AsyncIterator[bytes]:
         last = max(since, resume)
-        last_state: tuple[Any, ...] | None = None
-        last_progress: str | None = None
-        tracker = ProgressTracker()
-        await _fold_delivered(ctx, battle_id, last, tracker)
-        with ctx.hub.subscribe(battle_id) as sub:
+        async with ctx.feeds.watch_battle(battle_id) as (feed, viewer):
             while True:
-                while True:
-                    events = await ctx.store.list_events(battle_id, after_seq=last, limit=SSE_BATCH)
-                    for event in events:
-                        tracker.add(event)
-                        data = {
-                            "seq": event.seq,
-                            "html": ctx.renderer.event_html(event),
-                            "event": timeline_payload(event.payload),
-                        }
-                        yield ServerSentEvent(data=json.dumps(data), event="battle_event", id=str(event.seq))
-                    if events:
-                        last = events[-1].seq
-                    if len(events) < SSE_BATCH:
-                        break
-                battle = await ctx.store.get_battle(battle_id, include_events=False)
-                if battle is None:
-                    return
-                progress = tracker.snapshot(now=datetime.now(UTC), running=battle.state is BattleState.RUNNING)
-                state = (
-                    battle.state,
-                    battle.error,
-                    battle.started_at,
-                    battle.battle_timeout,
-                    json.dumps(battle.result, default=str),
-                    progress.calibration,
-                )
-                if state != last_state:
-                    last_state = state
-                    agents = await participant_agents(ctx, battle)
-                    data = {
-                        "state": battle.state.value,
-                        "status_html": ctx.renderer.status_html(
-                            battle, agents, started_calibration=progress.calibration
-                        ),
-                        "result_html": ctx.renderer.result_html(battle, started_calibration=progress.calibration),
-                    }
-                    yield ServerSentEvent(data=json.dumps(data), event="battle_state")
-                # In a worker thread: a big battle's strip is thousands of cells, re-rendered after every event.
-                progress_html = await asyncio.to_thread(ctx.renderer.progress_html, battle, progress)
-                if progress_html != last_progress:
-                    last_progress = progress_html
-                    yield ServerSentEvent(
-                        data=json.dumps(_progress_data(progress, progress_html)), event="battle_progress"
+                snapshot = feed.snapshot(viewer)
+                while last < snapshot.position:  # catch up from the store, up to where the feed is
+                    batch = await ctx.store.list_events(
+                        battle_id, after_seq=last, limit=min(SSE_BATCH, snapshot.position - last)
                     )
-                if battle.state.is_terminal and last >= battle.last_seq:
-                    yield ServerSentEvent(data="{}", event="end")
+                    batch = [event for event in batch if event.seq <= snapshot.position]
+                    if not batch:
+                        break
+                    yield _chunk(await event_messages(ctx.renderer, batch))
+                    last = batch[-1].seq
+                latest = [message for message in (snapshot.state, snapshot.progress) if message is not None]
+                if snapshot.ended:
+                    latest.append(END)
+                if latest:
+                    yield _chunk(latest)
+                if snapshot.ended or snapshot.gone:
                     return
-                await sub.wait()
+                while (messages := await viewer.take()) is not None:
+                    out: list[LiveMessage] = []
+                    over = False
+                    for message in messages:
+                        if message.event == "battle_event":
+                            if message.seq <= last:
+                                continue
+                            last = message.seq
+                        elif message.event == "gone":
+                            over = True
+                            break
+                        out.append(message)
+                        if message.event == "end":
+                            over = True
+                            break
+                    if out:
+                        yield _chunk(out)
+                    if over:
+                        return
 
     return EventSourceResponse(
         stream(),
         ping=ctx.settings.sse_ping_interval_s,
+        send_timeout=ctx.settings.live_send_timeout_s,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
-
-
-def _progress_data(progress: LiveProgress, html: str) -> dict[str, Any]:
-    """The ``battle_progress`` data: the rendered box plus its counters as text (for the page's live region)."""
-    return {
-        "html": html,
-        "done": progress.done,
-        "total": progress.total,
-        "done_text": progress.done_text,
-        "pass1_text": progress.pass1_text,
-        "eta_text": progress.eta_text,
-    }
 
 
 def _list_api(battle: BattleRecord) -> dict[str, Any]:
@@ -159,13 +129,32 @@ def _list_api(battle: BattleRecord) -> dict[str, Any]:
 
 
 async def battle_row_html(ctx: BackendContext, battle: BattleRecord) -> str:
-    """The battle list's row of one battle, with the agents' aliases (what a reload would show)."""
+    """The battle list's row of one battle, with the agents' aliases (what a reload would show); rendered in a
+    worker thread."""
     agents = await participant_agents(ctx, battle)
-    return ctx.renderer.render(
-        "_battle_row.html",
-        battle=battle,
-        agent_names={agent_id: agent.alias for agent_id, agent in agents.items()},
-        queue=await ctx.service.queue_positions(),
+    queue = await ctx.service.queue_positions()
+    names = {agent_id: agent.alias for agent_id, agent in agents.items()}
+    return await asyncio.to_thread(
+        ctx.renderer.render, "_battle_row.html", battle=battle, agent_names=names, queue=queue
+    )
+
+
+async def battle_update_text(ctx: BackendContext, battle_id: str) -> str | None:
+    """The ``battle_update`` message of one battle as JSON text (None when it is gone); serialised in a worker
+    thread, since the battle comes with all its events."""
+    battle = await ctx.store.get_battle(battle_id, include_events=True)
+    if battle is None:
+        return None
+    row_html = await battle_row_html(ctx, battle)
+    return await asyncio.to_thread(
+        lambda: json.dumps({"type": "battle_update", "battle": _list_api(battle), "row_html": row_html})
+    )
+
+
+async def _battles_update_text(ctx: BackendContext) -> str:
+    battles = await ctx.service.list_battles(include_events=True)
+    return await asyncio.to_thread(
+        lambda: json.dumps({"type": "battles_update", "battles": [_list_api(b) for b in battles]})
     )
 
 
@@ -178,33 +167,40 @@ async def _until_disconnect(websocket: WebSocket) -> None:
 
 async def battles_ws(websocket: WebSocket) -> None:
     """AgentBeats' /ws/battles: ``battles_update`` with every battle on connect, then ``battle_update`` with the
-    full battle whenever one changes (coalesced when changes come faster than the client reads). Each
-    ``battle_update`` also carries ``row_html``, the list's server-rendered row (aliases, not ids), which the page
-    inserts as it is; AgentBeats clients ignore the extra key."""
+    full battle whenever one changes (from the shared list feed: coalesced, at most a few per second per battle).
+    Each ``battle_update`` also carries ``row_html``, the list's server-rendered row (aliases, not ids), which the
+    page inserts as it is; AgentBeats clients ignore the extra key. A client that falls too far behind gets a fresh
+    ``battles_update`` instead of its backlog; one whose socket takes longer than ``live_send_timeout_s`` to accept
+    a message is disconnected."""
     ctx: BackendContext = websocket.app.state.backend
     await websocket.accept()
-    with ctx.hub.subscribe(None) as sub:
+    timeout = ctx.settings.live_send_timeout_s
+
+    async def build(battle_id: str) -> str | None:
+        return await battle_update_text(ctx, battle_id)
+
+    async with ctx.feeds.watch_list(build) as viewer:
         closed = asyncio.create_task(_until_disconnect(websocket))
         try:
-            battles = await ctx.service.list_battles(include_events=True)
-            await websocket.send_text(
-                json.dumps({"type": "battles_update", "battles": [_list_api(b) for b in battles]})
-            )
+            async with asyncio.timeout(timeout):
+                await websocket.send_text(await _battles_update_text(ctx))
             while True:
-                changed = asyncio.create_task(sub.wait())
-                done, _ = await asyncio.wait({changed, closed}, return_when=asyncio.FIRST_COMPLETED)
+                taking = asyncio.create_task(viewer.take())
+                done, _ = await asyncio.wait({taking, closed}, return_when=asyncio.FIRST_COMPLETED)
                 if closed in done:
-                    changed.cancel()
+                    taking.cancel()
                     return
-                for battle_id in sorted(changed.result()):
-                    battle = await ctx.store.get_battle(battle_id, include_events=True)
-                    if battle is not None:
-                        message = {
-                            "type": "battle_update",
-                            "battle": _list_api(battle),
-                            "row_html": await battle_row_html(ctx, battle),
-                        }
-                        await websocket.send_text(json.dumps(message))
+                messages = taking.result()
+                if messages is None:  # fell behind: the whole list again instead of the backlog
+                    viewer.overflowed = False
+                    messages = [LiveMessage("battles_update", await _battles_update_text(ctx))]
+                for message in messages:
+                    async with asyncio.timeout(timeout):
+                        await websocket.send_text(message.data)
+        except TimeoutError:
+            logger.info("battle list WebSocket: the client stopped reading; disconnected")
+            with contextlib.suppress(Exception):
+                await websocket.close(code=1013)
         except (WebSocketDisconnect, RuntimeError):
             return
         finally:

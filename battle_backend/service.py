@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections import OrderedDict
 from typing import Any
 
 import anyio.to_thread
@@ -19,7 +20,13 @@ import httpx
 from battle_backend.agent_cards import AgentCardError, fetch_agent_card
 from battle_backend.api_models import AgentRegistration, ApiError, BattleCreate, BattleEvent
 from battle_backend.battle_facts import result_says_calibration
-from battle_backend.body_limits import BodyTooLarge, JsonLimits, check_json_value, scrub_text, scrub_value
+from battle_backend.body_limits import (
+    BodyTooLarge,
+    JsonLimits,
+    check_json_value,
+    scrub_text,
+    scrub_value,
+)
 from battle_backend.launcher_client import check_launcher
 from battle_backend.live import BattleChange, LiveHub
 from battle_backend.records import (
@@ -41,6 +48,7 @@ from battle_backend.store import (
     DuplicateEvent,
     StartOutcome,
     TokenRejected,
+    WriteFailed,
 )
 from battle_backend.timestamps import result_finish_time
 
@@ -57,6 +65,22 @@ def token_error() -> ApiError:
     )
 
 
+INLINE_MEASURE_BYTES = 16 * 1024
+"""Events posted in bodies smaller than this are measured on the event loop: a thread hop costs more than that."""
+TOKEN_CACHE_SIZE = 4096
+"""Battle tokens remembered for :meth:`BattleService.precheck_token` (a token never changes once a battle has one)."""
+
+
+def write_failed_error(battle_id: str) -> ApiError:
+    """503 for an event the database could not commit: nothing was stored, and a retry (same event_id) is safe."""
+    return ApiError(
+        503,
+        f"Battle {battle_id}: the event could not be stored (the database refused the write); nothing was stored, "
+        "retry it",
+        headers={"Retry-After": "1"},
+    )
+
+
 class BattleService:
     """Validated operations over the store, each followed by a change notification."""
 
@@ -65,6 +89,7 @@ class BattleService:
         self.hub = hub
         self.settings = settings
         self.http = http
+        self._tokens: OrderedDict[str, str] = OrderedDict()
 
     # --- agents -------------------------------------------------------------------------------------------
     async def register_agent(self, body: AgentRegistration) -> AgentRecord:
@@ -177,7 +202,13 @@ class BattleService:
         return {battle_id: index + 1 for index, battle_id in enumerate(queued)}
 
     async def post_event(
-        self, battle_id: str, event: BattleEvent, posted: dict[str, Any], token: str | None
+        self,
+        battle_id: str,
+        event: BattleEvent,
+        posted: dict[str, Any],
+        token: str | None,
+        *,
+        size_hint: int | None = None,
     ) -> EventRecord:
         """Store an agent's event exactly as posted (plus a timestamp when missing); a result finishes the battle.
 
@@ -188,14 +219,19 @@ class BattleService:
         Exactly once: an event whose ``event_id`` the battle already holds (a poster's retry after a lost answer)
         is acknowledged with the stored record and writes nothing, even once the battle is over (so a retried
         result is a 204, while a different second result is still a 400). The token is checked first.
+
+        ``size_hint`` is the byte size of the body the event was parsed from, when known: a small event is measured
+        on the event loop (microseconds), a big or unknown one in a worker thread (a result may be megabytes, and
+        serialising it to measure it must not stall the loop). The measure itself is the same either way.
         """
         payload = dict(posted)
         if payload.get("timestamp") in (None, ""):  # a numeric 0 is a timestamp as sent, kept
             payload["timestamp"] = utc_now_iso()
-        # in a worker thread: a result may be megabytes, and serialising it to measure it must not stall the loop
-        size = await anyio.to_thread.run_sync(
-            functools.partial(check_json_value, payload, JsonLimits.from_settings(self.settings))
-        )
+        limits = JsonLimits.from_settings(self.settings)
+        if size_hint is not None and size_hint < INLINE_MEASURE_BYTES:
+            size = check_json_value(payload, limits)
+        else:
+            size = await anyio.to_thread.run_sync(functools.partial(check_json_value, payload, limits))
         if event.is_result and size > self.settings.max_result_bytes:
             raise BodyTooLarge(self.settings.max_result_bytes, "max_result_bytes", what="the result event")
         if not event.is_result and size > self.settings.max_event_bytes:
@@ -232,6 +268,9 @@ class BattleService:
             raise token_error() from exc
         except BattleClosed as exc:
             raise ApiError(400, f"Battle {battle_id} is not in a valid state for updates: {exc.state.value}") from exc
+        except WriteFailed as exc:
+            logger.error("battle %s: event not stored: %s", battle_id, exc)
+            raise write_failed_error(battle_id) from exc
         self.hub.publish(BattleChange(battle_id, BattleState.FINISHED if finish else None))
         return record
 
@@ -242,10 +281,17 @@ class BattleService:
             return
         if token is None:
             raise token_error()
-        battle = await self.store.get_battle(battle_id, include_events=False)
-        if battle is None:
-            raise ApiError(404, f"Battle with ID {battle_id} not found")
-        if not tokens_match(battle.battle_token, token):
+        known = self._tokens.get(battle_id)
+        if known is None:
+            battle = await self.store.get_battle(battle_id, include_events=False)
+            if battle is None:
+                raise ApiError(404, f"Battle with ID {battle_id} not found")
+            known = battle.battle_token
+            if known is not None:  # set once when the battle starts, never changed: safe to remember
+                self._tokens[battle_id] = known
+                if len(self._tokens) > TOKEN_CACHE_SIZE:
+                    self._tokens.popitem(last=False)
+        if not tokens_match(known, token):
             raise token_error()
 
     # --- used by the battle flow and the scheduler ----------------------------------------------------------

@@ -7,6 +7,7 @@ for it behave the same here; tests and `arena run` shorten them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -61,6 +62,13 @@ class BackendSettings(BaseModel):
     integers of more than 4300 digits, and no field needs more than a 64-bit value."""
     sse_ping_interval_s: float = Field(default=15.0, gt=0)
     """Keep-alive interval of the server-sent-events stream."""
+    sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    """SQLite's fsync policy (WAL mode). NORMAL: a commit (and so every accepted event) survives a crash or kill of
+    the backend process; FULL: it also survives an OS crash or power cut, at the price of one fsync per group
+    commit."""
+    live_send_timeout_s: float = Field(default=30.0, gt=0)
+    """A live view (SSE stream, list WebSocket) whose client does not take one message within this time is
+    disconnected: a stuck browser must not hold a connection and its buffers for ever (it reconnects and resumes)."""
     mcp_allowed_hosts: tuple[str, ...] = ()
     """Host header values the MCP endpoints (``/mcp/``, ``/sse``) accept besides loopback on any port and the host
     of ``public_url``: ``name:port``, ``name:*`` (any port) or a bare ``name``. DNS-rebinding protection stays on;

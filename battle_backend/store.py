@@ -3,6 +3,12 @@
 SQLite implements it today (`sqlite_store.SQLiteStore`); a PostgreSQL implementation can be added later without
 touching the API, the battle flow or the web page. Every method that changes a battle does the whole change in one
 transaction (state, events, ELO, agent locks), so readers never see half a transition.
+
+Durability contract of every write: when the call returns, its change is committed; when it raises, nothing of it is
+stored. How the store gets there is its own business: SQLite commits the writes that arrive together in one
+transaction (group commit, `sqlite_writer`), each in its own savepoint so that a refused write fails alone; a server
+database can simply run one transaction per call. Either way a refusal (the exceptions below) depends only on the
+call and on the writes committed before it, never on an unrelated write that happened to share its transaction.
 """
 
 from __future__ import annotations
@@ -56,6 +62,13 @@ class TokenRejected(StoreError):
         super().__init__(f"Battle {battle_id}: {reason}")
         self.battle_id = battle_id
         self.reason = reason
+
+
+class WriteFailed(StoreError):
+    """The database could not commit the transaction holding this write (disk full, I/O error, ...): nothing of it
+    was stored. A store that commits several callers' writes together (SQLite's group commit) raises this in every
+    one of them, so no caller is ever told "stored" for a write that is not there; retrying is safe (the event's
+    idempotency key keeps a retry from being stored twice)."""
 
 
 class AgentDeleteOutcome(StrEnum):
@@ -138,10 +151,13 @@ class BattleStore(Protocol):
         enforce_token: bool = False,
         event_id: str | None = None,
     ) -> EventRecord:
-        """Append one event (its own row, its own transaction); with ``finish`` also finish the battle, apply ELO
+        """Append one event (its own row; committed when the call returns, in its own transaction or a group
+        commit's savepoint, see the module docstring); with ``finish`` also finish the battle, apply ELO
         (unless ``finish.rated`` is False: then every history entry has an elo_change of 0 and no rating moves)
         and unlock the agents in that same transaction. Raises BattleNotFound, TokenRejected, DuplicateEvent,
-        BattleClosed, checked in that order inside the transaction, before anything is written.
+        BattleClosed, checked in that order inside the transaction, before anything is written; WriteFailed when
+        the transaction could not commit (nothing stored). The sequence number is the battle's next one in commit
+        order.
 
         Token rule (so a refused result never uses up the battle's one result): a ``presented_token`` must equal
         the battle's token (a battle that has none yet accepts none); with ``enforce_token`` one must be presented.

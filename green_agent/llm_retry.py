@@ -16,13 +16,13 @@ import asyncio
 from collections.abc import Awaitable, Callable, Container
 from typing import Literal, TypeVar
 
-import openai
-
 T = TypeVar("T")
 
 
 def is_transient(error: BaseException, *, statuses: Container[int] = (429,)) -> bool:
     """Worth another try: connection errors and timeouts, 5xx answers, and the 4xx ``statuses`` (429 by default)."""
+    import openai  # here, not at the top: only LLM paths call this, and the green agent's start-up skips ~0.7 s
+
     if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(error, openai.APIStatusError):

@@ -9,8 +9,10 @@ it cannot interrupt C code that holds the GIL).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
 import signal
 import sys
@@ -20,15 +22,19 @@ import time
 _PR_SET_PDEATHSIG = 1
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """libc, looked up once per process: ``find_library`` runs ldconfig (~5 ms), and every sandbox and worker
+    forked from a process that already looked it up inherits the answer."""
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def die_with_parent(*, watchdog_interval_s: float = 1.0) -> None:
     """Make this process exit when its parent exits (call first thing in a child process)."""
     parent = os.getppid()
     if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
+        with contextlib.suppress(OSError, AttributeError):
+            _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent or parent == 1:  # the parent died before the signal was armed
         os._exit(1)
 

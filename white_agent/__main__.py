@@ -11,27 +11,28 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import uvicorn
 
 from white_agent.app import AGENT_KINDS, create_white_agent_app, make_agent
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS
-from white_agent.errors import WhiteAgentConfigError
-from white_agent.flaky import CRASH_MARKER, FAULTS, InjectedCrash
-from white_agent.llm import LlmAgentSettings
+from white_agent.errors import TurnAbandoned, WhiteAgentConfigError
+from white_agent.flaky import CRASH_MARKER, FAULTS, FlakyAgent, InjectedCrash
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
-GRACEFUL_SHUTDOWN_S = 5
-"""A deliberately hanging turn (flaky no_reply) must not hold shutdown for an hour."""
+GRACEFUL_SHUTDOWN_S = 1
+"""How long turns still running at shutdown may take before uvicorn cancels them (an LLM call, say). Deliberately
+hanging turns (flaky ``no_reply``) do not wait for it: they are abandoned as shutdown begins (:class:`PromptServer`)."""
 
 
 class _HideInjectedCrash(logging.Filter):
-    """Drops the SDK's error logs about the flaky agent's deliberate crash (they are expected, not news)."""
+    """Drops the SDK's error logs about the flaky agent's deliberate crash and abandoned hangs (expected, not news)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], InjectedCrash):
+        if record.exc_info and isinstance(record.exc_info[1], InjectedCrash | TurnAbandoned):
             return False
         try:
             return CRASH_MARKER not in record.getMessage()
@@ -47,6 +48,26 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class PromptServer(uvicorn.Server):
+    """uvicorn's server, calling ``before_shutdown`` as its shutdown begins (on SIGTERM/SIGINT).
+
+    Why: uvicorn lets running requests finish (up to :data:`GRACEFUL_SHUTDOWN_S`) before the app hears of the
+    shutdown, so a turn that hangs on purpose would hold the exit for that long. ``before_shutdown`` (the flaky
+    agent's :meth:`~white_agent.flaky.FlakyAgent.abandon_hanging_turns`) wakes such turns first; each then fails
+    with a JSON-RPC error instead of replying, and the server exits at once.
+    """
+
+    def __init__(self, config: uvicorn.Config, *, before_shutdown: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self._before_shutdown = before_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Abandon the deliberately hanging turns, then uvicorn's graceful shutdown."""
+        if self._before_shutdown is not None:
+            self._before_shutdown()
+        await super().shutdown(sockets=sockets)
 
 
 def _parse_fault_rates(items: Sequence[str]) -> dict[str, float]:
@@ -100,8 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     card_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     card_url = args.card_url or f"http://{card_host}:{args.port}/"
     try:
-        llm = (
-            LlmAgentSettings(
+        llm = None
+        if args.kind in ("llm", "finance-llm"):
+            from white_agent.llm import LlmAgentSettings  # lazy: the OpenAI client costs ~0.8 s of start-up
+
+            llm = LlmAgentSettings(
                 model=args.model,
                 base_url=args.base_url,
                 api_key_env=args.api_key_env,
@@ -109,9 +133,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 max_contexts=args.max_contexts,
                 max_tool_calls_per_turn=args.max_tool_calls_per_turn,
             )
-            if args.kind in ("llm", "finance-llm")
-            else None
-        )
         agent = make_agent(
             args.kind,
             seed=args.seed,
@@ -130,10 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_level=args.log_level,
         access_log=args.log_level in ("info", "debug"),
         lifespan="on",
+        ws="none",  # no websocket routes: spares importing a websocket implementation at start-up
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         log_config=None,
     )
-    uvicorn.Server(config).run()
+    abandon = agent.abandon_hanging_turns if isinstance(agent, FlakyAgent) else None
+    PromptServer(config, before_shutdown=abandon).run()
     return 0
 
 

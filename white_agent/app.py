@@ -1,20 +1,27 @@
-"""Building a reference white agent and its A2A app from plain settings (used by the CLI, tests and the launcher)."""
+"""Building a reference white agent and its A2A app from plain settings (used by the CLI, tests and the launcher).
+
+The llm and finance agents are imported only when asked for: they pull in the OpenAI client (~0.8 s of imports),
+which the replay and flaky agents, started for every calibration battle and the offline demo, never use.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import httpx
 from starlette.applications import Starlette
 
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS
 from white_agent.errors import WhiteAgentConfigError
-from white_agent.finance.agent import FinanceAgent, FinanceLlmSettings
 from white_agent.flaky import DEFAULT_NO_REPLY_S, FlakyAgent
-from white_agent.llm import LlmAgent, LlmAgentSettings
 from white_agent.replay import ReplayAgent
 from white_agent.server import create_app
+
+if TYPE_CHECKING:
+    import httpx
+
+    from white_agent.finance.agent import FinanceAgent
+    from white_agent.llm import LlmAgent, LlmAgentSettings
 
 AgentKind = Literal["llm", "replay", "flaky", "finance", "finance-llm"]
 AGENT_KINDS: tuple[AgentKind, ...] = ("llm", "replay", "flaky", "finance", "finance-llm")
@@ -41,13 +48,20 @@ def make_agent(
     if kind == "flaky":
         return FlakyAgent(seed=seed, fault_rates=fault_rates, max_contexts=max_contexts, no_reply_s=no_reply_s)
     if kind == "llm":
+        from white_agent.llm import LlmAgent, LlmAgentSettings
+
         settings = llm or LlmAgentSettings()
         if settings.max_contexts != max_contexts and llm is None:
             settings = settings.model_copy(update={"max_contexts": max_contexts})
         return LlmAgent(settings, api_key=api_key, http_client=http_client)
     if kind == "finance":
+        from white_agent.finance.agent import FinanceAgent
+
         return FinanceAgent("scripted", max_contexts=max_contexts)
     if kind == "finance-llm":
+        from white_agent.finance.agent import FinanceAgent, FinanceLlmSettings
+        from white_agent.llm import LlmAgentSettings
+
         base = llm or LlmAgentSettings()
         finance = FinanceLlmSettings(
             model=base.model, base_url=base.base_url, api_key_env=base.api_key_env, temperature=base.temperature

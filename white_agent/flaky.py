@@ -15,8 +15,9 @@ What each fault does (and the failure category the harness should report):
                      a tool without arguments gets an unexpected one; a customer's action is asked for with the
                      changed arguments) -> task_incomplete
 ``malformed_reply``  at the chosen turn a reply with no JSON action at all -> format_error
-``no_reply``         at the chosen turn the agent sleeps ``no_reply_s`` (default 3600 s; cancelled at shutdown)
-                     -> timeout
+``no_reply``         at the chosen turn the agent sleeps ``no_reply_s`` (default 3600 s) -> timeout; when the server
+                     stops meanwhile (:meth:`FlakyAgent.abandon_hanging_turns`) the turn is abandoned: a JSON-RPC
+                     error, never a reply
 ``crash``            at the chosen turn the executor raises; the client gets a JSON-RPC error -> communication_error
 ``report_failure``   at the chosen turn an A2A Task in state failed with an explanation -> white_agent_error
 ``task_reply``       every turn is answered as a completed A2A Task (action in the status message and in an
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import random
 from collections.abc import Mapping
@@ -41,11 +43,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS
-from white_agent.errors import WhiteAgentConfigError
+from white_agent.errors import TurnAbandoned, WhiteAgentConfigError
 from white_agent.gold import GoldTask
 from white_agent.protocol import ArenaInfo
 from white_agent.replay import ReplayAgent, ReplayScript, ReplayState, final_statement
 from white_agent.server import AgentReply
+
+logger = logging.getLogger(__name__)
 
 FAULTS: tuple[str, ...] = (
     "skip_action",
@@ -214,6 +218,32 @@ class FlakyAgent(ReplayAgent):
         self._seed = seed
         self._rates = validate_fault_rates(fault_rates or {})
         self._no_reply_s = no_reply_s
+        self._hanging: set[asyncio.Future[None]] = set()
+        self._abandoning = False
+
+    def abandon_hanging_turns(self) -> None:
+        """Wake every ``no_reply`` turn now hanging, and fail later ones at once: each raises :class:`TurnAbandoned`.
+
+        Called as the server begins to stop (from its event loop), so the deliberate hangs do not hold the exit;
+        the green agent has given up on those turns or is about to lose the agent anyway.
+        """
+        self._abandoning = True
+        for waiter in self._hanging:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _hang(self) -> None:
+        """Sleep ``no_reply_s``, unless the turns are abandoned first (then :class:`TurnAbandoned`)."""
+        if not self._abandoning:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._hanging.add(waiter)
+            try:
+                await asyncio.wait({waiter}, timeout=self._no_reply_s)
+            finally:
+                self._hanging.discard(waiter)
+            if not waiter.done():
+                return
+        raise TurnAbandoned("the no_reply fault's hang was cut short: the agent is stopping")
 
     def new_state(self) -> FlakyState:
         """A fresh state with room for the fault decision."""
@@ -245,7 +275,16 @@ class FlakyAgent(ReplayAgent):
             if decision.fault == "report_failure":
                 return AgentReply(REPORTED_FAILURE_TEXT, kind="task_failed")
             if decision.fault == "no_reply":
-                await asyncio.sleep(self._no_reply_s)
+                arena = state.arena
+                assert arena is not None  # set before start() decided the fault
+                logger.info(
+                    "no_reply fault: hanging at turn %d of %s task %s attempt %d",
+                    turn,
+                    arena.domain,
+                    arena.task_id,
+                    arena.attempt,
+                )
+                await self._hang()
         reply = self.next_scripted(state)
         if decision.fault == "task_reply":
             return replace(reply, kind="task_completed")

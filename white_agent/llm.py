@@ -46,19 +46,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.errors import WhiteAgentConfigError
-from white_agent.model_retry import call_with_retries
-from white_agent.protocol import (
-    GreenTurn,
+from white_agent.mcp_client import (
     McpConnector,
-    McpEndpointInfo,
     McpToolsError,
     describe_mcp_error,
-    format_action,
-    format_respond,
-    normalize_tool_schema,
     openai_tools_from_mcp,
     tool_result_text,
 )
+from white_agent.model_retry import call_with_retries
+from white_agent.protocol import GreenTurn, McpEndpointInfo, format_action, format_respond, normalize_tool_schema
 from white_agent.server import AgentReply
 
 logger = logging.getLogger(__name__)

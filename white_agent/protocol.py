@@ -43,27 +43,27 @@ there).
 
 Tool mode "mcp": the first message's metadata and data part also carry ``"mcp": {"url", "token", "transport":
 "streamable-http", "auth": "bearer"}``, the attempt's own MCP endpoint. The agent calls the tools there (bearer token
-in the Authorization header; :class:`McpConnector`) between A2A turns and replies to the green agent only with
-``respond`` actions.
+in the Authorization header; :class:`white_agent.mcp_client.McpConnector`) between A2A turns and replies to the
+green agent only with ``respond`` actions.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import ssl
-from collections.abc import AsyncIterator
 from typing import Any, Literal, NamedTuple
 
-import httpx2
-import mcp_types
-from a2a.helpers import get_data_parts, get_message_text
+from a2a.helpers import get_message_text
 from a2a.types.a2a_pb2 import Message
 from google.protobuf.json_format import MessageToDict
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from white_agent.mcp_client import McpConnector as McpConnector  # re-exported: the MCP client lived here
+from white_agent.mcp_client import McpToolsError as McpToolsError
+from white_agent.mcp_client import describe_mcp_error as describe_mcp_error
+from white_agent.mcp_client import openai_tools_from_mcp as openai_tools_from_mcp
+from white_agent.mcp_client import tool_result_text as tool_result_text
+from white_agent.proto_values import data_part_values
 
 RESPOND = "respond"
 """The action name that sends ``arguments["content"]`` to the user instead of calling a tool."""
@@ -165,7 +165,7 @@ def _strip_label(text: str, label: str) -> str:
 def _first_data(message: Message) -> dict[str, Any]:
     """The merged dict of the message's data parts (later parts win), ignoring non-object parts."""
     merged: dict[str, Any] = {}
-    for data in get_data_parts(message.parts):
+    for data in data_part_values(message.parts):
         if isinstance(data, dict):
             merged.update(data)
     return merged
@@ -420,75 +420,3 @@ def normalize_tool_schema(tool: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(tool.get("name"), str):
         return {"type": "function", "function": tool}
     return None
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Tool mode "mcp": the attempt's tools over MCP
-
-
-class McpToolsError(RuntimeError):
-    """The attempt's MCP endpoint could not be reached or refused us (the agent reports it as its own failure)."""
-
-
-class McpConnector:
-    """Opens MCP client sessions on attempt endpoints, authenticated with each endpoint's bearer token.
-
-    One session per A2A turn: a2a-sdk runs each turn in its own task and mcp's client holds a task group, which must
-    be left in the task that entered it. What can be shared is shared: the TLS context (building one costs ~40-80 ms,
-    more than a whole turn of tool calls on loopback) is created once per connector, on first use.
-    """
-
-    def __init__(self, *, timeout_s: float = 60.0) -> None:
-        self._timeout_s = timeout_s
-        self._tls: ssl.SSLContext | None = None
-
-    @contextlib.asynccontextmanager
-    async def open(self, info: McpEndpointInfo) -> AsyncIterator[Client]:
-        """A connected client; connection and handshake failures raise :class:`McpToolsError`."""
-        if self._tls is None:
-            self._tls = httpx2.create_ssl_context()
-        headers = {"Authorization": f"Bearer {info.token}"}
-        async with contextlib.AsyncExitStack() as stack:
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(self._timeout_s), verify=self._tls)
-            )
-            try:
-                client = await stack.enter_async_context(
-                    Client(streamable_http_client(info.url, http_client=http), cache=None)
-                )
-            except Exception as error:  # transport, HTTP and protocol errors all mean "no tools"
-                raise McpToolsError(f"cannot open the MCP tool endpoint: {describe_mcp_error(error)}") from error
-            yield client
-
-
-def describe_mcp_error(error: BaseException) -> str:
-    """Class and message of the innermost error (task groups wrap transport errors in exception groups)."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    text = str(error).replace("\n", " ")[:200]
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-def tool_result_text(result: mcp_types.CallToolResult) -> str:
-    """A tool result as the text a model reads: the text blocks joined, else the structured content as JSON."""
-    texts = [block.text for block in result.content if isinstance(block, mcp_types.TextContent)]
-    if texts:
-        return "\n".join(texts)
-    if result.structured_content is not None:
-        return json.dumps(result.structured_content, ensure_ascii=False)
-    return ""
-
-
-def openai_tools_from_mcp(tools: list[mcp_types.Tool]) -> list[dict[str, Any]]:
-    """MCP tools as OpenAI ``tools`` entries (name, description, JSON schema of the parameters)."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description or "",
-                "parameters": tool.input_schema or {"type": "object", "properties": {}},
-            },
-        }
-        for tool in tools
-    ]

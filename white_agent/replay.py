@@ -34,16 +34,8 @@ from typing import Any
 
 from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.gold import GoldTask, GoldTaskNotFound, load_gold_task
-from white_agent.protocol import (
-    ArenaInfo,
-    GreenTurn,
-    McpConnector,
-    McpEndpointInfo,
-    McpToolsError,
-    describe_mcp_error,
-    format_action,
-    format_respond,
-)
+from white_agent.mcp_client import McpConnector, McpToolsError, describe_mcp_error
+from white_agent.protocol import ArenaInfo, GreenTurn, McpEndpointInfo, format_action, format_respond
 from white_agent.server import AgentReply
 
 logger = logging.getLogger(__name__)

@@ -182,7 +182,7 @@ class Battle:
         # One HTTP pool per battle: the A2A client factory mutates its client's default headers, so battles
         # (possibly against agents of different protocol versions) must not share one.
         async with capped_http_client(
-            max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency * 2)
+            max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency + 4)
         ) as http:
             return await self._run_attempts(refs, carried, http, started_at, t0)
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from green_agent.engine.card_cache import CardCache
 from green_agent.engine.config import UserSimulatorConfig
 from green_agent.engine.results import RewardBreakdown
 from green_agent.engine.tau.scoring import ScoredSimulation
@@ -85,9 +86,11 @@ class Scorer(Protocol):
 
 
 def a2a_channels(http: httpx.AsyncClient) -> WhiteChannels:
-    """Channels over A2A (:class:`WhiteAgentClient`) sharing ``http``, the battle's byte-capped connection pool."""
+    """Channels over A2A (:class:`WhiteAgentClient`) sharing ``http``, the battle's byte-capped connection pool, and
+    the white agent's card (:class:`CardCache`: fetched by the first attempt that needs it, then reused)."""
+    cards = CardCache()
 
     def open_channel(url: str, *, turn_timeout_s: float) -> WhiteAgentClient:
-        return WhiteAgentClient(url, httpx_client=http, turn_timeout_s=turn_timeout_s)
+        return WhiteAgentClient(url, httpx_client=http, turn_timeout_s=turn_timeout_s, cards=cards)
 
     return open_channel

@@ -34,6 +34,7 @@ Decisions (documented because they shape the failure breakdown):
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -70,7 +71,23 @@ from google.protobuf.struct_pb2 import Struct
 from pydantic import BaseModel, ConfigDict, Field
 
 from green_agent.engine.capped_transport import ReplyTooLarge, capped_http_client
+from green_agent.engine.card_cache import CardCache
 from green_agent.engine.costs import AGENT_USAGE_KEY
+from green_agent.engine.white_errors import (  # re-exported: callers name them from the client
+    WhiteAgentCommunicationError as WhiteAgentCommunicationError,
+)
+from green_agent.engine.white_errors import (
+    WhiteAgentError as WhiteAgentError,
+)
+from green_agent.engine.white_errors import (
+    WhiteAgentReplyTooLarge as WhiteAgentReplyTooLarge,
+)
+from green_agent.engine.white_errors import (
+    WhiteAgentReportedFailure as WhiteAgentReportedFailure,
+)
+from green_agent.engine.white_errors import (
+    WhiteAgentTimeout as WhiteAgentTimeout,
+)
 from green_agent.text_safety import clean_json, clean_text
 
 logger = logging.getLogger(__name__)
@@ -119,66 +136,6 @@ class WhiteReply(BaseModel):
     task_id: str | None = None
     reported_usage: Any = None
     """The raw value of the reply's ``arena/usage`` metadata (unvalidated: green_agent/engine/costs.py checks it)."""
-
-
-CommunicationKind = Literal["card", "connect", "network", "http_status", "jsonrpc", "invalid_response", "unexpected"]
-
-
-class WhiteAgentError(Exception):
-    """Base class: talking to the white agent failed in one of the ways below."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
-        self.detail = detail
-
-
-class WhiteAgentTimeout(WhiteAgentError):
-    """No complete reply within the turn time limit (``failure: timeout``, detail says per-turn limit)."""
-
-    def __init__(self, detail: str, *, timeout_s: float) -> None:
-        super().__init__(detail)
-        self.timeout_s = timeout_s
-
-
-class WhiteAgentCommunicationError(WhiteAgentError):
-    """We could not exchange a well-formed A2A request/reply (``failure: communication_error``).
-
-    ``kind``: ``card`` (agent card unreachable or invalid), ``connect`` (connection refused / host unreachable),
-    ``network`` (connection reset or closed mid-request), ``http_status`` (non-2xx answer), ``jsonrpc`` (a JSON-RPC
-    error object, e.g. -32603 when the agent's executor raised), ``invalid_response`` (not a valid A2A reply),
-    ``unexpected`` (anything else the SDK raised).
-    """
-
-    def __init__(
-        self,
-        detail: str,
-        *,
-        kind: CommunicationKind,
-        status_code: int | None = None,
-        jsonrpc_code: int | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.kind = kind
-        self.status_code = status_code
-        self.jsonrpc_code = jsonrpc_code
-
-
-class WhiteAgentReplyTooLarge(WhiteAgentError):
-    """The reply body exceeded the byte cap (``failure: format_error``); reading stopped at the cap."""
-
-    def __init__(self, detail: str, *, max_bytes: int) -> None:
-        super().__init__(detail)
-        self.max_bytes = max_bytes
-
-
-class WhiteAgentReportedFailure(WhiteAgentError):
-    """The agent answered with a Task it put in a failure state (``failure: white_agent_error``)."""
-
-    def __init__(self, detail: str, *, task_state: str, text: str, task_id: str | None) -> None:
-        super().__init__(detail)
-        self.task_state = task_state
-        self.text = text
-        self.task_id = task_id
 
 
 def _cause_of_type(error: BaseException, kind: type[_E]) -> _E | None:
@@ -337,6 +294,7 @@ class WhiteAgentClient:
         turn_timeout_s: float,
         card_timeout_s: float = 10.0,
         poll_interval_s: float = 0.05,
+        cards: CardCache | None = None,
     ) -> None:
         if turn_timeout_s <= 0:
             raise ValueError(f"turn_timeout_s must be > 0, got {turn_timeout_s}")
@@ -344,6 +302,7 @@ class WhiteAgentClient:
         self._turn_timeout_s = turn_timeout_s
         self._card_timeout_s = card_timeout_s
         self._poll_interval_s = poll_interval_s
+        self._cards = cards  # the battle's cache: one card fetch per battle, not per attempt
         self._external_httpx = httpx_client
         self._httpx: httpx.AsyncClient | None = httpx_client
         self._card: AgentCard | None = None
@@ -397,7 +356,8 @@ class WhiteAgentClient:
                 return self._client
             try:
                 resolver = A2ACardResolver(self._httpx, self._url)
-                card = await resolver.get_agent_card(http_kwargs={"timeout": self._card_timeout_s})
+                fetch = functools.partial(resolver.get_agent_card, http_kwargs={"timeout": self._card_timeout_s})
+                card = await (self._cards.get(self._url, fetch) if self._cards is not None else fetch())
                 client = ClientFactory(ClientConfig(httpx_client=self._httpx, streaming=False)).create(card)
             except Exception as error:
                 classified = _classify(error, url=self._url, timeout_s=self._turn_timeout_s)

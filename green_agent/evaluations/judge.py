@@ -32,10 +32,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import httpx
-import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from green_agent.evaluations.connectors import ResolvedConnector, redact
@@ -44,6 +43,9 @@ from green_agent.evaluations.lexical import LEXICAL_VERSION, RULES, LexicalUnsup
 from green_agent.evaluations.prompts import JudgePrompt
 from green_agent.llm_retry import RetryBudget, is_transient
 from green_agent.text_safety import clean_json
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 
@@ -199,6 +201,8 @@ def extract_json_object(text: str) -> Any:
 
 
 def _describe_error(error: Exception) -> str:
+    import openai  # only the LLM judge gets here; importing openai at the top would cost every start-up ~0.7 s
+
     if isinstance(error, openai.APIStatusError):
         message = ""
         body = getattr(error, "body", None)
@@ -249,6 +253,8 @@ class LlmJudge:
         self.cache = cache
         self.retry = retry or RetryPolicy()
         self._semaphore = asyncio.Semaphore(max(1, max_concurrency))
+        import openai  # lazily: see _describe_error
+
         self._client = openai.AsyncOpenAI(
             api_key=connector.api_key.get_secret_value(),
             base_url=connector.base_url,
@@ -355,6 +361,8 @@ class LlmJudge:
             )
 
     async def _evaluate_one(self, prompt: JudgePrompt, inputs: dict[str, Any]) -> JudgeOutcome:
+        import openai  # lazily: see _describe_error (already loaded by __init__ here)
+
         budget = RetryBudget(
             max_retries=self.retry.max_retries,
             backoff_base_s=self.retry.backoff_base_s,

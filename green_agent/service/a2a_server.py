@@ -37,7 +37,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Role, TaskState
+from a2a.types import Message, Role, TaskState
 from a2a.utils.errors import InvalidRequestError, TaskNotFoundError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -51,6 +51,7 @@ from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.events import BattleEvent
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.service.agent_card import build_card
 from green_agent.service.agentbeats import (
     AgentBeatsMessageError,
     ResultReason,
@@ -61,6 +62,7 @@ from green_agent.service.agentbeats import (
 from green_agent.service.operator_auth import OperatorAuthMiddleware, OperatorToken
 from green_agent.service.outbox import DEFAULT_RETENTION_S
 from green_agent.service.running_battles import BackendTarget, BattleRegistry, ServiceLimits
+from green_agent.service.warm_up import cancel_and_wait, warm_up
 
 log = logging.getLogger(__name__)
 
@@ -363,32 +365,6 @@ def _assessment_request(payload: dict[str, Any], registry: BattleRegistry) -> tu
     return white_url, registry.remote_config(raw_config)
 
 
-def build_card(url: str) -> AgentCard:
-    """The green agent's card, advertising JSON-RPC at ``url`` for protocol 1.0 and 0.3."""
-    return AgentCard(
-        name="arena-green-agent",
-        description="Arena tau-bench reliability assessor: pass^k / pass@k with confidence intervals over k "
-        "fresh-context attempts per task, with a failure breakdown.",
-        version="0.1.0",
-        supported_interfaces=[
-            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
-            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
-        ],
-        capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text/plain", "application/json"],
-        default_output_modes=["text/plain", "application/json"],
-        skills=[
-            AgentSkill(
-                id="tau_bench_pass_k",
-                name="tau-bench pass^k assessment",
-                description="Runs tau2 retail/airline/telecom/mock tasks k times against a white agent over A2A.",
-                tags=["assessment", "tau-bench", "pass^k", "agentbeats"],
-                examples=['{"participants": {"white_agent": "http://127.0.0.1:9004"}, "config": {"k": 4}}'],
-            )
-        ],
-    )
-
-
 class Component(Protocol):
     """An optional part of the green agent's HTTP surface (MCP, /run, evaluations): routes plus a lifespan."""
 
@@ -447,8 +423,13 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            scoring = await stack.enter_async_context(ScoringPool(max_workers=scoring_workers))
+            # Neither pool is waited for: /health answers at once, the workers and the fork server warm up in the
+            # background, and an attempt that needs them before they are warm simply waits its turn.
+            scoring = await stack.enter_async_context(ScoringPool(max_workers=scoring_workers, warm=False))
             sandboxes = await stack.enter_async_context(SandboxFactory())
+            warming = asyncio.get_running_loop().create_task(warm_up(scoring))
+            stack.push_async_callback(cancel_and_wait, warming)
+            app.state.warming = warming
             battles = BattleRegistry(
                 scoring=scoring,
                 runs_dir=runs_dir,
@@ -471,7 +452,10 @@ def create_app(
     async def health(request: Request) -> JSONResponse:
         battles = holder.get("registry")
         running = sum(1 for r in battles.battles.values() if r.running) if battles else 0
-        return JSONResponse({"status": "ok" if battles else "starting", "battles_running": running})
+        warming = getattr(request.app.state, "warming", None)
+        # "warm": the scoring workers are started (a battle sent before that runs, its first scores just wait).
+        warm = warming is not None and warming.done()
+        return JSONResponse({"status": "ok" if battles else "starting", "battles_running": running, "warm": warm})
 
     routes: list[BaseRoute] = [
         *create_agent_card_routes(card),

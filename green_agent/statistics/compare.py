@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import binomtest
 
 from green_agent.statistics._validation import require_int
 from green_agent.statistics.summary import (
@@ -91,6 +90,8 @@ def _sign_test(diffs: np.ndarray) -> tuple[int, int, int, float | None]:
     ties = int(diffs.size - a_better - b_better)
     if a_better + b_better == 0:
         return a_better, b_better, ties, None
+    from scipy.stats import binomtest  # lazily: scipy.stats costs ~1 s to import, paid off the start-up path
+
     p_value = float(binomtest(a_better, a_better + b_better, 0.5, alternative="two-sided").pvalue)
     return a_better, b_better, ties, min(1.0, p_value)
 

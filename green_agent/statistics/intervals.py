@@ -16,7 +16,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import binomtest
 
 from green_agent.statistics._validation import require_confidence, require_int, require_real
 
@@ -53,6 +52,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interva
     confidence = require_confidence("confidence", confidence)
     if n == 0:
         return None
+    from scipy.stats import binomtest  # lazily: scipy.stats costs ~1 s to import, paid off the start-up path
+
     ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
     low = min(1.0, max(0.0, float(ci.low)))
     high = min(1.0, max(0.0, float(ci.high)))

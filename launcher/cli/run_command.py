@@ -18,10 +18,11 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 from rich.console import Console
@@ -106,15 +107,9 @@ def generate_battle_id(name: str) -> str:
 def check_secrets_present(scenario: Scenario) -> None:
     """Refuse LLM users / LLM white agents whose API key variable is missing (before anything starts)."""
     user = scenario.pass_k_config.user_simulator
-    try:
-        from green_agent.engine.tau.users import check_user_config  # lazily: heavy, and written in parallel
-    except ImportError:
-        if user.kind == "llm" and not os.environ.get(user.api_key_env):
-            raise ConfigError(
-                f"user_simulator.api_key_env: environment variable {user.api_key_env} is not set "
-                "(the LLM user simulator needs an API key)"
-            ) from None
-    else:
+    if user.kind == "llm":  # the scripted user needs nothing, and the users' package costs ~0.4 s of tau2 import
+        from green_agent.engine.tau.users import check_user_config
+
         check_user_config(user)
     white = scenario.white_agent
     if white.kind == "llm" and not os.environ.get(white.api_key_env):
@@ -238,6 +233,25 @@ async def start_agent(
     return url, proc
 
 
+async def start_together(
+    starting: dict[str, Coroutine[Any, Any, tuple[str, ManagedProcess]]],
+) -> dict[str, tuple[str, ManagedProcess]]:
+    """Run the agents' start-ups concurrently; the first failure cancels the others and is raised as it is (a
+    :class:`ProcessError`, not an exception group, so callers report it the same way as a lone start-up)."""
+    tasks = {name: asyncio.ensure_future(coroutine) for name, coroutine in starting.items()}
+    try:
+        await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
+        for task in tasks.values():
+            error = task.exception() if task.done() else None
+            if error is not None:
+                raise error
+        return {name: task.result() for name, task in tasks.items()}
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+
 def agent_environment(operator_token: str | None = None) -> dict[str, str]:
     """Our environment for a child agent: never our own operator token; the green agent's, when given."""
     env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
@@ -358,23 +372,6 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
             async with group:
                 # All ports at once: sockets held together cannot be handed out twice.
                 white_port, green_port, white_launcher_port, green_launcher_port = free_ports(4)
-                if scenario.white_agent.kind == "external":
-                    white_url = str(scenario.white_agent.url)
-                    white_proc = None
-                else:
-                    white_argv = white_agent_argv(
-                        scenario.white_agent, white_port, python=options.python, module=options.white_module
-                    )
-                    white_url, white_proc = await start_agent(
-                        group,
-                        display,
-                        "white_agent",
-                        white_argv,
-                        white_port,
-                        white_launcher_port,
-                        options,
-                        prepared.log_dir,
-                    )
                 # The scenario file gives the green agent its operator-only settings (the user simulator's
                 # endpoint, model and key variable); the token travels in its environment, never on a command line.
                 green_argv = green_agent_argv(
@@ -384,17 +381,41 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
                     module=options.green_module,
                     scenario=options.scenario_path,
                 )
-                green_url, green_proc = await start_agent(
-                    group,
-                    display,
-                    "green_agent",
-                    green_argv,
-                    green_port,
-                    green_launcher_port,
-                    options,
-                    prepared.log_dir,
-                    env=agent_environment(prepared.operator_token),
-                )
+                starting = {
+                    "green_agent": start_agent(
+                        group,
+                        display,
+                        "green_agent",
+                        green_argv,
+                        green_port,
+                        green_launcher_port,
+                        options,
+                        prepared.log_dir,
+                        env=agent_environment(prepared.operator_token),
+                    )
+                }
+                if scenario.white_agent.kind == "external":
+                    white_url = str(scenario.white_agent.url)
+                else:
+                    white_argv = white_agent_argv(
+                        scenario.white_agent, white_port, python=options.python, module=options.white_module
+                    )
+                    starting["white_agent"] = start_agent(
+                        group,
+                        display,
+                        "white_agent",
+                        white_argv,
+                        white_port,
+                        white_launcher_port,
+                        options,
+                        prepared.log_dir,
+                    )
+                # Both agents start at once: each spends seconds importing, and neither needs the other to start.
+                started_agents = await start_together(starting)
+                green_url, green_proc = started_agents["green_agent"]
+                white_proc = None
+                if "white_agent" in started_agents:
+                    white_url, white_proc = started_agents["white_agent"]
                 report.pids = [p.pid for p in group.processes]
                 display.status(f"battle {prepared.battle_id}")
                 outcome = await _assess(green_proc, green_url, white_url, prepared, display, options)

@@ -1,4 +1,5 @@
-"""Concurrent posting: every event is its own row in its own transaction, so none is lost or duplicated."""
+"""Concurrent posting: every event is its own row, committed before its 204 (group commit), so none is lost or
+duplicated."""
 
 from __future__ import annotations
 

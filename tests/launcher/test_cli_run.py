@@ -251,6 +251,22 @@ def test_green_agent_failing_to_start_exits_1(tmp_path: Path, subprocess_env: di
     assert "No module named arena_no_such_module" in done.stdout
 
 
+def test_white_agent_failing_to_start_stops_the_green_agent_starting_beside_it(
+    tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    # Both agents start at once: the white agent's failure must be the one reported, and the green agent that was
+    # starting (or already up) beside it must not be left behind.
+    arena = ArenaRun(tmp_path, subprocess_env)
+    argv = arena.argv(write_scenario(tmp_path, '[white_agent]\nkind = "replay"\n'))
+    argv[argv.index("arena_fake_white")] = "arena_no_such_white_module"
+    done = subprocess.run(argv, cwd=REPO, env=arena.env, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "white_agent exited with code 1 before it was ready" in done.stdout
+    assert "No module named arena_no_such_white_module" in done.stdout
+    if arena.green_pidfile.exists():
+        assert wait_gone([arena.green_pid()], timeout_s=10) == []
+
+
 def test_with_launchers(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     arena = ArenaRun(tmp_path, subprocess_env)
     scenario = write_scenario(tmp_path, '[white_agent]\nkind = "replay"\n')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import typing
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.white.conftest import gold_calls, serving, tau2_task
 from tests.white.helpers import Answer, Talker, arena_block, completed_state, failed_state, first_message, talk
-from white_agent.errors import WhiteAgentConfigError
+from white_agent.errors import TurnAbandoned, WhiteAgentConfigError
 from white_agent.flaky import (
     FAULTS,
     MALFORMED_TEXT,
@@ -24,7 +25,7 @@ from white_agent.flaky import (
     validate_fault_rates,
 )
 from white_agent.gold import load_gold_task
-from white_agent.protocol import ArenaInfo
+from white_agent.protocol import ArenaInfo, GreenTurn
 
 TELECOM_0 = "[mobile_data_issue]data_saver_mode_on|user_abroad_roaming_enabled_off[PERSONA:Easy]"
 TASK = "40"  # retail test: 3 reads then a write; communicate_info ["60", "mastercard"]
@@ -208,6 +209,46 @@ async def test_no_reply_hangs_at_the_drawn_turn() -> None:
             else:
                 with pytest.raises(httpx.ReadTimeout):
                     await talker.send("ctx", body, data=part, metadata=meta, timeout=1.5)
+
+
+async def test_no_reply_answers_after_its_delay_as_if_nothing_happened() -> None:
+    gold = _gold()
+    agent, _turn = _agent_striking_mid_attempt("no_reply", no_reply_s=0.05)
+    async with serving(agent) as url, talk(url) as talker:
+        answers = await _drive(talker, "ctx", TASK, len(gold) + 1)
+    assert [a.action() for a in answers[: len(gold)]] == gold
+    assert answers[len(gold)].action()["name"] == "respond"  # type: ignore[index]
+
+
+async def _until_hanging(pending: asyncio.Task[Any]) -> None:
+    """Give a turn time to reach its hang (it fails the same way if abandoned before: see the tests below)."""
+    done, _ = await asyncio.wait({pending}, timeout=0.3)
+    assert not done, "the no_reply turn answered instead of hanging"
+
+
+async def test_abandoning_wakes_the_hanging_turn_and_fails_later_ones_at_once() -> None:
+    agent, turn = _agent_striking_mid_attempt("no_reply")
+    other, _ = _agent_striking_mid_attempt("no_reply")
+    text, data, metadata = first_message("hello", arena=arena_block(TASK))
+    async with serving(agent) as url, talk(url) as talker:
+        for index in range(turn):
+            message = (text, data, metadata) if index == 0 else ("Tool call result:\nok", None, None)
+            assert (await talker.send("ctx", message[0], data=message[1], metadata=message[2])).kind == "message"
+        hanging = asyncio.create_task(talker.send("ctx", "Tool call result:\nok"))
+        await _until_hanging(hanging)
+        agent.abandon_hanging_turns()
+        answer = await asyncio.wait_for(hanging, timeout=10)
+    # never a reply: the JSON-RPC internal error, which the green agent counts as a communication error
+    assert answer.kind == "error" and answer.error_code == -32603
+    assert "abandoned this turn" in answer.error_message
+    # once abandoning, a no_reply turn fails at once (no hang)
+    first = GreenTurn(kind="first", text="hello", content="hello", arena=ArenaInfo.model_validate(arena_block(TASK)))
+    later = GreenTurn(kind="tool_result", text="Tool call result:\nok", content="ok")
+    other.abandon_hanging_turns()
+    for index in range(turn):
+        await other.reply("ctx", first if index == 0 else later)
+    with pytest.raises(TurnAbandoned):
+        await asyncio.wait_for(other.reply("ctx", later), timeout=10)
 
 
 async def test_same_seed_same_faults_other_seed_other_faults() -> None:

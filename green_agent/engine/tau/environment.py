@@ -22,26 +22,25 @@ serving side: it records the trajectory (tau2 message models) and forwards each 
 that exceeds ``tool_timeout_s``, crashes the sandbox or exhausts its memory raises
 :class:`~green_agent.engine.tau.sandbox.ToolFault`, and the environment is unusable afterwards (``fault`` says why).
 
-Costs measured on the 2-core dev machine (medians, other workers running): building a retail environment
-~20-30 ms, airline ~70-150 ms, telecom ~1 ms, mock <1 ms (tau2's own loader: ~90 / ~200 / ~5 ms). The domain
-database is read from disk once per process (in the sandbox fork server, once for all sandboxes) and then validated
-from the cached dict for each attempt; validation builds fresh objects, so attempts share nothing. Tool calls take
-well under a millisecond (0.5 ms at most over every gold action of the test splits) plus the pipe round trip.
+Costs on the 2-core dev machine: a sandbox builds its environment on the fork server's template databases
+(green_agent/engine/tau/databases.py) without validating anything, since the sandbox is thrown away after the
+attempt; :func:`fresh_environment` (a validated copy: retail ~20 ms, airline ~100 ms, telecom and mock ~1 ms, from a
+database file parsed once per process) is for everything else. Tool calls take well under a millisecond (0.5 ms at
+most over every gold action of the test splits) plus the pipe round trip.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import uuid
 from copy import deepcopy
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import TypeAdapter
 
+from green_agent.engine.tau.databases import environment_on, template_environment, validated
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.sandbox import SandboxFactory, SandboxInit, ToolFault, ToolSandbox
 from green_agent.engine.tau.tasks import TaskRef
@@ -56,7 +55,6 @@ from tau2.data_model.message import (  # noqa: E402  (quiet_tau2 must run first)
     UserMessage,
 )
 from tau2.data_model.simulation import SimulationRun, TerminationReason  # noqa: E402
-from tau2.utils import load_file  # noqa: E402
 
 if TYPE_CHECKING:
     from tau2.environment.environment import Environment
@@ -97,34 +95,6 @@ class ToolOutcome:
     error: bool
 
 
-# Where each domain's database comes from: keyword of get_environment() -> (model class, path constant), both given
-# as "module:attribute" so that nothing is imported before quiet_tau2() ran.
-_DB_SOURCES: dict[str, dict[str, tuple[str, str]]] = {
-    "retail": {"db": ("tau2.domains.retail.data_model:RetailDB", "tau2.domains.retail.utils:RETAIL_DB_PATH")},
-    "airline": {"db": ("tau2.domains.airline.data_model:FlightDB", "tau2.domains.airline.utils:AIRLINE_DB_PATH")},
-    "telecom": {
-        "db": ("tau2.domains.telecom.data_model:TelecomDB", "tau2.domains.telecom.utils:TELECOM_DB_PATH"),
-        "user_db": (
-            "tau2.domains.telecom.user_data_model:TelecomUserDB",
-            "tau2.domains.telecom.utils:TELECOM_USER_DB_PATH",
-        ),
-    },
-    "mock": {"db": ("tau2.domains.mock.data_model:MockDB", "tau2.domains.mock.utils:MOCK_DB_PATH")},
-}
-
-
-def _attribute(spec: str) -> Any:
-    module, name = spec.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
-@cache
-def _raw_db(domain: str, keyword: str) -> dict[str, Any]:
-    """The parsed database file (immutable package data; only ever read, never handed out)."""
-    data: dict[str, Any] = load_file(_attribute(_DB_SOURCES[domain][keyword][1]))
-    return data
-
-
 def fresh_environment(domain: str, solo_mode: bool = False) -> Environment:
     """A brand-new tau2 environment for ``domain`` with its own database objects.
 
@@ -132,21 +102,25 @@ def fresh_environment(domain: str, solo_mode: bool = False) -> Environment:
     parsed once per process; validating the cached dict builds new objects every time, so environments share
     nothing.
     """
-    module = importlib.import_module(f"tau2.domains.{domain}.environment")
-    databases = {
-        keyword: _attribute(model).model_validate(_raw_db(domain, keyword))
-        for keyword, (model, _path) in _DB_SOURCES.get(domain, {}).items()
-    }
-    return module.get_environment(**databases, solo_mode=solo_mode)
+    return environment_on(domain, validated, solo_mode)
 
 
-@cache
-def _schemas_json(domain: str) -> tuple[str, str, str]:
-    """(tools JSON, user tools JSON, policy) of a domain: the same for every environment, ~20 ms to generate."""
-    env = fresh_environment(domain)
+_SCHEMAS: dict[str, tuple[str, str, str]] = {}
+
+
+def _schemas_of(env: Environment) -> tuple[str, str, str]:
     tools = [tool.openai_schema for tool in env.get_tools()]
     user_tools = [tool.openai_schema for tool in env.get_user_tools()] if env.user_tools is not None else []
     return json.dumps(tools), json.dumps(user_tools), env.get_policy()
+
+
+def _schemas_json(domain: str, env: Environment | None = None) -> tuple[str, str, str]:
+    """(tools JSON, user tools JSON, policy) of a domain: the same for every environment, ~20 ms to generate.
+
+    Computed once per process, from ``env`` when given (it is only read) or else from a fresh environment."""
+    if domain not in _SCHEMAS:
+        _SCHEMAS[domain] = _schemas_of(env if env is not None else fresh_environment(domain))
+    return _SCHEMAS[domain]
 
 
 def schemas(domain: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
@@ -161,12 +135,14 @@ def _timestamp(value: datetime | str) -> datetime:
     return datetime.fromisoformat(value)  # Python 3.11 accepts a "Z" suffix
 
 
-def build_environment(ref: TaskRef) -> tuple[Environment, list[Message]]:
+def build_environment(ref: TaskRef, *, disposable: bool = False) -> tuple[Environment, list[Message]]:
     """Build and initialise the environment the way tau2's orchestrator does; return it with the opening messages.
 
-    Runs inside a tool sandbox (blocking, CPU-bound)."""
+    Runs inside a tool sandbox (blocking, CPU-bound). ``disposable``: this process serves this one attempt and is
+    then thrown away (a forked sandbox), so the environment may work on the process's template databases
+    themselves instead of a validated copy (:func:`~green_agent.engine.tau.databases.template_environment`)."""
     _schemas_json(ref.domain)  # first use per domain costs a build: pay it here, off the event loop
-    env = fresh_environment(ref.domain)
+    env = template_environment(ref.domain) if disposable else fresh_environment(ref.domain)
     state = ref.task.initial_state
     history: list[Message] = []
     if state is not None and state.message_history:

@@ -18,6 +18,7 @@ Everything taken from the conversation is bounded, and so is the whole (green_ag
 
 from __future__ import annotations
 
+import functools
 from copy import deepcopy
 from dataclasses import dataclass
 from functools import cache
@@ -78,10 +79,11 @@ def _dumps(env: Environment) -> tuple[dict[str, Any], dict[str, Any] | None]:
 
 def final_databases(task: Task, messages: list[Message], domain: str) -> tuple[Environment, Environment]:
     """The gold environment and the attempt's, built as tau2's EnvironmentEvaluator builds them (same constructor,
-    same initial state, same replay; ``solo_mode`` False as the scoring worker evaluates)."""
-    from tau2.registry import registry
+    same initial state, same replay; ``solo_mode`` False as the scoring worker evaluates). The constructor is
+    :func:`fresh_environment`, the scoring worker's own: tau2's registry would import litellm (~4 s) into it."""
+    from green_agent.engine.tau.environment import fresh_environment
 
-    constructor = registry.get_env_constructor(domain)
+    constructor = functools.partial(fresh_environment, domain)
     state = task.initial_state
     data = state.initialization_data if state is not None else None
     actions = state.initialization_actions if state is not None else None

@@ -6,9 +6,14 @@ the GIL for minutes). In the serving process that froze every battle, every time
 would too (the GIL). A process can be killed at the time limit, and only its own attempt is affected.
 
 How it stays cheap: processes are forked from a ``multiprocessing`` fork server that imported tau2's environment
-code and parsed the domain databases once (``set_forkserver_preload``), so a sandbox starts in tens of
-milliseconds and shares those pages copy-on-write. The fork server is the standard library's (one per serving
-process, stateless, shared like the scoring pool); nothing of one attempt is visible to another.
+code and validated the domain databases once (``set_forkserver_preload``, green_agent/engine/tau/sandbox_preload.py).
+A sandbox builds its environment on those inherited databases themselves, without copying them: it serves one
+attempt and is thrown away, and whatever the attempt changes lands in its own copy-on-write pages, so nothing of
+one attempt is visible to another (~20 ms of CPU per retail sandbox, most of it the kernel's fork and exit). The
+task travels pickled with the process (an exact copy), so a sandbox never loads a task file (telecom's takes ~0.7 s).
+The fork server is the standard library's (one per serving process, stateless, shared like the scoring pool). It is
+started in the background (:meth:`SandboxFactory.warm`); its warm-up takes ~1 s of CPU, and a sandbox requested
+before it is done waits for it.
 
 What crosses the boundary: plain dicts over a ``multiprocessing`` pipe. The parent sends ``{"op": "call", "call":
 ToolCall JSON}``; the child answers ``{"ok": ToolMessage JSON}`` (tau2's ``get_response`` semantics, output
@@ -27,6 +32,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -36,8 +42,9 @@ from green_agent.process_hygiene import die_with_parent
 
 log = logging.getLogger(__name__)
 
-PRELOAD_MODULE = "green_agent.engine.tau.sandbox_child"
-"""Imported once by the fork server: tau2's environments and the parsed databases, inherited by every sandbox."""
+PRELOAD_MODULE = "green_agent.engine.tau.sandbox_preload"
+"""Imported once by the fork server: tau2's environments, the template databases and the tool schemas, inherited by
+every sandbox (see green_agent/engine/tau/sandbox_child.py)."""
 
 DEFAULT_BUILD_TIMEOUT_S = 120.0
 """Building an environment takes < 1 s; this bound only catches a wedged fork server or child."""
@@ -107,9 +114,10 @@ class SandboxFactory:
     async def open(self, ref: TaskRef) -> tuple[ToolSandbox, SandboxInit]:
         """Start a sandbox for ``ref`` and build its environment there. Raises :class:`SandboxError`."""
         parent_end, child_end = self._context.Pipe(duplex=True)
+        task_blob = pickle.dumps(ref.task, protocol=pickle.HIGHEST_PROTOCOL)  # an exact copy, ~0.1 ms
         process = self._context.Process(
             target=_child_entry,
-            args=(child_end, ref.domain, ref.split, ref.index, ref.task_id),
+            args=(child_end, ref.domain, ref.split, ref.index, ref.task_id, task_blob),
             name=f"arena-sandbox-{ref.key}",
             daemon=True,
         )
@@ -292,12 +300,17 @@ def _release_fork_server() -> None:
 
 
 def _child_entry(
-    connection: multiprocessing.connection.Connection, domain: str, split: str | None, index: int, task_id: str
+    connection: multiprocessing.connection.Connection,
+    domain: str,
+    split: str | None,
+    index: int,
+    task_id: str,
+    task_blob: bytes | None = None,
 ) -> None:
     """Sandbox process main: tie our life to the parent's, then serve the environment until EOF."""
     _release_fork_server()
     die_with_parent()
     from green_agent.engine.tau.sandbox_child import serve
 
-    serve(connection, domain, split, index, task_id)
+    serve(connection, domain, split, index, task_id, task_blob)
     os._exit(0)  # skip interpreter teardown: nothing to flush, and it is the slowest part of exiting

@@ -1,16 +1,22 @@
 """The inside of a tool sandbox (see :mod:`green_agent.engine.tau.sandbox`): one attempt's tau2 environment, served
-over a
-pipe until the parent closes it.
+over a pipe until the parent closes it.
 
-Imported by the fork server before any sandbox is forked (its preload), so the import cost and the parsed domain
-databases are paid once and shared copy-on-write by every sandbox. Importing must therefore never fail: warming is
-best effort and a failure only means the first sandbox of a domain pays for it.
+Imported by the fork server before any sandbox is forked (its preload), so the import cost, the domains' validated
+template databases and the tool schemas are paid once and shared copy-on-write by every sandbox. A sandbox serves one
+attempt and is thrown away, so its environment works on the inherited templates themselves
+(:func:`~green_agent.engine.tau.databases.template_environment`): no validation per attempt (airline: ~100 ms), and
+whatever the attempt changes stays in the sandbox's own copy-on-write pages. After warming, the fork server freezes
+its objects out of garbage collection (green_agent/engine/tau/sandbox_preload.py), so no sandbox ever scans (and
+copies) those pages for the collector.
+
+Importing must never fail: warming is best effort and a failure only means the first sandbox of a domain pays.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import pickle
 import resource
 import traceback
 from multiprocessing.connection import Connection
@@ -23,8 +29,9 @@ quiet_tau2()
 
 from tau2.data_model.message import ToolCall, ToolMessage
 
-from green_agent.engine.tau.environment import build_environment, schemas
-from green_agent.engine.tau.tasks import resolve_task
+from green_agent.engine.tau.databases import DB_SOURCES, lazy_environment, template
+from green_agent.engine.tau.environment import _schemas_json, build_environment, schemas
+from green_agent.engine.tau.tasks import TaskRef, resolve_task
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +41,12 @@ fault, reported as such) instead of pushing the machine into swap."""
 
 
 def _warm() -> None:
+    """Validate every domain's templates and generate its tool schemas (the fork server then freezes them)."""
     for domain in KNOWN_DOMAINS:
         try:
-            schemas(domain)
+            for keyword in DB_SOURCES.get(domain, {}):
+                template(domain, keyword)
+            _schemas_json(domain, lazy_environment(domain))  # read only; a lazy copy never changes the template
         except Exception:
             log.debug("warming %s in the fork server failed", domain, exc_info=True)
 
@@ -79,9 +89,21 @@ def _tool_answer(env: Any, call: ToolCall) -> dict[str, Any]:
     return {"ok": message.model_dump(mode="json")}
 
 
-def serve(connection: Connection, domain: str, split: str | None, index: int, task_id: str) -> None:
+def _task_ref(domain: str, split: str | None, index: int, task_id: str, task_blob: bytes | None) -> TaskRef:
+    """The attempt's task: unpickled from the parent's copy when given (telecom's task file takes ~0.7 s to load,
+    which the fork server cannot have done for every split), else resolved from the package data."""
+    if task_blob is None:
+        return resolve_task(domain, split, index)
+    task = pickle.loads(task_blob)
+    return TaskRef(domain=domain, split=split, index=index, task_id=task.id, task=task)
+
+
+def serve(
+    connection: Connection, domain: str, split: str | None, index: int, task_id: str, task_blob: bytes | None = None
+) -> None:
     """Build the attempt's environment, then answer tool calls until the parent closes the pipe."""
     gc.set_threshold(100_000, 50, 100)
+    gc.enable()  # off in the fork server (green_agent/engine/tau/sandbox_preload.py)
     _limit_memory()
     env: Any = None
     while True:
@@ -92,11 +114,11 @@ def serve(connection: Connection, domain: str, split: str | None, index: int, ta
         op = request.get("op")
         try:
             if op == "init":
-                ref = resolve_task(domain, split, index)
+                ref = _task_ref(domain, split, index, task_id, task_blob)
                 if ref.task_id != task_id:
                     answer: dict[str, Any] = {"error": f"task {ref.key} is {ref.task_id!r} here, expected {task_id!r}"}
                 else:
-                    env, opening = build_environment(ref)
+                    env, opening = build_environment(ref, disposable=True)
                     tools, user_tools, policy = schemas(domain)
                     answer = {
                         "init": {

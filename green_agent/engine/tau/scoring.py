@@ -1,19 +1,27 @@
-"""Scoring attempts with tau2's own evaluator, in worker processes.
+"""Scoring attempts exactly as tau2's evaluator does, in worker processes.
 
-Why processes: ``evaluate_simulation`` replays every recorded tool call on a fresh environment, builds the gold
-environment from the task's actions and hashes both databases: 100-900 ms of pure-Python CPU work per attempt. In
-the serving process it would stall the event loop (threads do not help: the GIL and GC pauses stay), so a small
-``ProcessPoolExecutor`` does it. Each worker imports the evaluator once (with it litellm, ~4 s, paid at pool start,
-not on the serving path) and raises the GC thresholds, which roughly triples tau2's speed on these many small
-objects.
+Why processes: scoring replays every recorded tool call on a fresh environment and hashes its database: pure-Python
+CPU work that would stall the event loop of the serving process (threads do not help: the GIL and GC pauses stay),
+so a small ``ProcessPoolExecutor`` does it.
 
-What crosses the process boundary is plain data: the task as (domain, split, index, task_id), resolved again in the
-worker from the same package data, and the simulation as the JSON dict :meth:`AttemptEnvironment.simulation`
-returns; the answer is tau2's ``RewardInfo`` as JSON. No tau2 object is pickled.
+What a worker computes: tau2's ``evaluate_simulation(..., EvaluationType.ALL, solo_mode=False, domain)``, through
+:mod:`green_agent.engine.tau.evaluation`, which calls tau2's own checks and combines them as that function does but
+never imports litellm (tau2's ``evaluator.py`` pulls it in through the registry: ~4 s and ~150 MB per worker), keeps
+each task's gold database hashes, and builds environments from databases validated once per worker
+(:mod:`green_agent.engine.tau.databases`). tests/engine/test_scoring_agreement.py holds the result equal to tau2's
+unmodified evaluator on every attempt of the calibration sweeps and the offline demo. Workers also raise the GC
+thresholds and freeze what they imported, which matters for tau2's many small objects.
 
-The reward is whatever tau2 says (``EvaluationType.ALL``, ``solo_mode=False``): the product of the checks named by
-the task's ``reward_basis``. An evaluator exception or a dead worker is a harness failure, raised as
-:class:`ScoringError`, never a zero for the agent.
+Start-up: ``ScoringPool(warm=False)`` returns at once; :meth:`ScoringPool.start` spawns the workers and waits until
+each has imported tau2's data model and evaluators (~1 s); scores submitted before that simply queue.
+
+What crosses the process boundary: the task, pickled (an exact copy of the serving process's, which was loaded from
+the package data like the one the attempt's sandbox played; the worker checks its id), so that a worker never loads
+a task file (telecom's takes ~0.8 s); the simulation as the JSON dict :meth:`AttemptEnvironment.simulation` returns;
+the answer is tau2's ``RewardInfo`` as JSON.
+
+The reward is whatever tau2 says: the product of the checks named by the task's ``reward_basis``. An evaluator
+exception or a dead worker is a harness failure, raised as :class:`ScoringError`, never a zero for the agent.
 
 :meth:`ScoringPool.score_explained` also asks the worker why a reward is below 1
 (green_agent/engine/tau/explain.py): computed after tau2's answer was taken, from the same simulation, so it cannot
@@ -27,6 +35,9 @@ import functools
 import gc
 import logging
 import multiprocessing
+import os
+import pickle
+import sys
 import time
 import traceback
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -58,23 +69,29 @@ class ScoringError(RuntimeError):
 # --- worker side -------------------------------------------------------------------------------------------------
 
 
+WORKER_GC_THRESHOLDS = (100_000, 50, 100)
+"""gc.set_threshold() in workers: tau2's environments are hundreds of thousands of small objects, and the default
+young-generation threshold (700) makes the collector rescan them over and over (roughly triples scoring time)."""
+
+
 def _worker_init() -> None:
-    """Runs once in every worker process: quiet tau2, pay the evaluator import, make GC cheap for tau2's objects."""
+    """Runs once in every worker process: quiet tau2, import what scoring needs (not litellm), make GC cheap."""
     die_with_parent()  # kill -9 of the green agent must not leave scoring workers behind
     quiet_tau2()
-    import tau2.evaluator.evaluator  # noqa: F401  (the ~4 s import, here rather than on the first score)
+    import green_agent.engine.tau.evaluation  # noqa: F401  (tau2's data model and evaluators: ~1 s, paid here)
 
-    gc.set_threshold(100_000, 50, 100)
-    _use_cached_databases()
+    gc.set_threshold(*WORKER_GC_THRESHOLDS)
+    gc.freeze()  # what was imported lives as long as the worker: keep it out of every collection
 
 
 def _use_cached_databases() -> None:
-    """Let the evaluator build its environments from databases parsed once per worker instead of once per build.
+    """Let tau2's registry build environments from databases parsed once per process instead of once per build.
 
-    The evaluator builds two environments per score through tau2's registry; tau2's constructors re-read the
-    database file every time (airline: ~60 ms of ~450). :func:`fresh_environment` gives the same environment (same
-    data, same hash) from a cached parse. Only this worker's registry is touched, and only if it still has the
-    shape this was written against; otherwise tau2's own constructors stay.
+    Scoring does not use the registry (it would import litellm); the failure explanation's database diff does
+    (green_agent/engine/tau/explain.py), and tests that call tau2's evaluator in process do. tau2's constructors
+    re-read the database file every time (airline: ~60 ms); :func:`fresh_environment` gives the same environment
+    (same data, same hash) from a cached parse. Only this process's registry is touched, and only if it still has
+    the shape this was written against; otherwise tau2's own constructors stay.
     """
     from tau2.registry import registry
 
@@ -93,9 +110,32 @@ def _worker_ready() -> bool:
     return True
 
 
+def _worker_state() -> dict[str, Any]:
+    """What a worker has loaded and cached (diagnostics and tests: litellm must never be among its modules)."""
+    from green_agent.engine.tau.evaluation import gold_cache
+
+    gold = gold_cache()
+    return {
+        "pid": os.getpid(),
+        "litellm_imported": "litellm" in sys.modules,
+        "tau2_evaluator_imported": "tau2.evaluator.evaluator" in sys.modules,
+        "tau2_registry_imported": "tau2.registry" in sys.modules,
+        "gold_cached": len(gold),
+        "gold_hits": gold.hits,
+        "gold_misses": gold.misses,
+        "gc_thresholds": list(gc.get_threshold()),
+    }
+
+
 def _where(error: BaseException) -> str:
     last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
     return f" (at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
+
+
+def _diffs_databases(info: RewardInfo) -> bool:
+    """Whether the explanation will rebuild both databases (explain.py does it for a failed DB check only)."""
+    basis = {getattr(item, "value", str(item)) for item in info.reward_basis or []}
+    return "DB" in basis and info.db_check is not None and not info.db_check.db_match
 
 
 def _explain(task: Task, run: SimulationRun, info: RewardInfo, domain: str) -> dict[str, Any]:
@@ -105,6 +145,9 @@ def _explain(task: Task, run: SimulationRun, info: RewardInfo, domain: str) -> d
     try:
         from green_agent.engine.tau.explain import explain_failure
 
+        if _diffs_databases(info):  # explain.py builds them through tau2's registry: give it the cached databases
+            _use_cached_databases()
+
         explanation = explain_failure(task, run, info, domain)
         return {"explanation": explanation.model_dump(mode="json"), "explain_s": time.perf_counter() - started}
     except Exception as error:
@@ -112,29 +155,46 @@ def _explain(task: Task, run: SimulationRun, info: RewardInfo, domain: str) -> d
         return {"explain_error": f"{type(error).__name__}: {error}{_where(error)}"[:1000]}
 
 
+def _task(domain: str, split: str | None, index: int, task_blob: bytes | None) -> Task:
+    """The task to score against: the serving process's copy when sent, else resolved from the package data."""
+    if task_blob is not None:
+        task: Task = pickle.loads(task_blob)
+        return task
+    from green_agent.engine.tau.tasks import resolve_task
+
+    return resolve_task(domain, split, index).task
+
+
 def _evaluate(
-    domain: str, split: str | None, index: int, task_id: str, simulation: dict[str, Any], explain: bool = False
+    domain: str,
+    split: str | None,
+    index: int,
+    task_id: str,
+    simulation: dict[str, Any],
+    explain: bool = False,
+    task_blob: bytes | None = None,
 ) -> dict[str, Any]:
-    """Worker entry: score one simulation. Returns ``{"ok": reward_info_json}`` or ``{"error": detail}``; with
-    ``explain`` and a reward below 1 also the explanation (:func:`_explain`'s keys)."""
+    """Worker entry: score one simulation as tau2's evaluator would. Returns ``{"ok": reward_info_json}`` or
+    ``{"error": detail}``; with ``explain`` and a reward below 1 also the explanation (:func:`_explain`'s keys).
+
+    ``task_blob``: the task pickled by the serving process (see the module docstring); without it the worker
+    resolves ``domain``/``split``/``index`` itself."""
     try:
         from tau2.data_model.simulation import SimulationRun
-        from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
-        from green_agent.engine.tau.tasks import resolve_task
+        from green_agent.engine.tau.evaluation import evaluate
 
-        ref = resolve_task(domain, split, index)
-        if ref.task_id != task_id:
-            return {"error": f"task {ref.key} is {ref.task_id!r} in this worker, expected {task_id!r}"}
+        task = _task(domain, split, index, task_blob)
+        if task.id != task_id:
+            where = f"{domain}/{split or '-'}/{index}"
+            return {"error": f"task {where} is {task.id!r} in this worker, expected {task_id!r}"}
         run = SimulationRun.model_validate(simulation)
-        info = evaluate_simulation(
-            simulation=run, task=ref.task, evaluation_type=EvaluationType.ALL, solo_mode=False, domain=domain
-        )
+        info = evaluate(run, task, domain)
         answer: dict[str, Any] = {"ok": info.model_dump(mode="json")}  # the verdict, taken before any explaining
     except Exception as error:
         return {"error": f"{type(error).__name__}: {error}{_where(error)}"}
     if explain and float(answer["ok"]["reward"]) < 1.0:
-        answer.update(_explain(ref.task, run, info, domain))
+        answer.update(_explain(task, run, info, domain))
     return answer
 
 
@@ -186,10 +246,11 @@ def _explanation_from(answer: dict[str, Any], ref: TaskRef) -> FailureExplanatio
 class ScoringPool:
     """A process pool that scores attempts with tau2's evaluator; safe to use from many attempts at once.
 
-    Use it as an async context manager (``async with ScoringPool() as pool``); entering starts the workers and waits
-    until each has imported the evaluator, so the first score is not 4 s late. ``close()`` (or leaving the block)
-    stops the workers. If a worker dies, the scores in flight fail with :class:`ScoringError` and the pool is
-    rebuilt for later calls.
+    Use it as an async context manager (``async with ScoringPool() as pool``). With ``warm=True`` entering starts the
+    workers and waits until each has imported tau2's evaluators (~1 s); with ``warm=False`` it returns at once and
+    :meth:`start` (e.g. in a background task) or the first score starts them; scores submitted meanwhile queue.
+    ``close()`` (or leaving the block) stops the workers. If a worker dies, the scores in flight fail with
+    :class:`ScoringError` and the pool is rebuilt for later calls.
     """
 
     def __init__(self, max_workers: int = DEFAULT_WORKERS, *, warm: bool = True) -> None:
@@ -216,11 +277,36 @@ class ScoringPool:
         return self._executor
 
     async def start(self) -> None:
-        """Start every worker and wait for its initializer (done by ``__aenter__`` when ``warm``)."""
+        """Start every worker and wait for its initializer (done by ``__aenter__`` when ``warm``).
+
+        Safe to run in the background while scores are submitted. Returns quietly when the pool was closed
+        meanwhile; raises :class:`ScoringError` when a worker dies while starting.
+        """
+        if self._closed:
+            return
         loop = asyncio.get_running_loop()
         pool = self._pool()
-        # Submitted together, before any finishes, each lands on a newly spawned worker.
-        await asyncio.gather(*(loop.run_in_executor(pool, _worker_ready) for _ in range(self._max_workers)))
+        try:
+            # Submitted together, before any finishes, each lands on a worker of its own.
+            await asyncio.gather(*(loop.run_in_executor(pool, _worker_ready) for _ in range(self._max_workers)))
+        except BrokenProcessPool as error:
+            self._discard(pool)
+            raise ScoringError(f"a scoring worker died while starting: {error}") from None
+        except RuntimeError:
+            if self._closed:  # shut down while starting: nothing left to warm
+                return
+            raise
+
+    async def worker_state(self) -> dict[str, Any]:
+        """One worker's loaded modules and caches (diagnostics; which worker answers is up to the pool)."""
+        state: dict[str, Any] = await asyncio.get_running_loop().run_in_executor(self._pool(), _worker_state)
+        return state
+
+    def _discard(self, pool: Executor) -> None:
+        """Forget a broken executor (once for everyone) so that the next call builds a new one."""
+        if self._executor is pool:
+            self._executor = None
+            pool.shutdown(wait=False, cancel_futures=True)
 
     async def __aenter__(self) -> Self:
         if self._warm:
@@ -258,13 +344,12 @@ class ScoringPool:
         loop = asyncio.get_running_loop()
         pool = self._pool()
         try:
+            task_blob = pickle.dumps(ref.task, protocol=pickle.HIGHEST_PROTOCOL)  # an exact copy, ~0.1 ms
             answer: dict[str, Any] = await loop.run_in_executor(
-                pool, _evaluate, ref.domain, ref.split, ref.index, ref.task_id, simulation, explain
+                pool, _evaluate, ref.domain, ref.split, ref.index, ref.task_id, simulation, explain, task_blob
             )
         except BrokenProcessPool as error:
-            if self._executor is pool:  # rebuild once for everyone; the attempts in flight fail
-                self._executor = None
-                pool.shutdown(wait=False, cancel_futures=True)
+            self._discard(pool)  # rebuilt for later calls; the attempts in flight fail
             raise ScoringError(f"a scoring worker died: {error}") from None
         if "error" in answer:
             raise ScoringError(f"tau2 evaluator failed on {ref.key}: {answer['error']}")

@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.optimize import linear_sum_assignment
 
 from green_agent.statistics._validation import ordered_items, require_probability
 
@@ -241,6 +240,8 @@ def _equal(a: Any, b: Any, o: CanonicalOptions) -> bool:
             return False
         # Multiset equality under tolerance: a perfect matching must exist.
         eq = np.array([[_equal(x, y, o) for y in b] for x in a], dtype=np.float64)
+        from scipy.optimize import linear_sum_assignment  # lazily: ~0.6 s of import the start-up skips
+
         rows, cols = linear_sum_assignment(eq, maximize=True)
         return bool(eq[rows, cols].sum() == len(a))
     if ta in (dict, list) or tb in (dict, list):
@@ -457,6 +458,8 @@ def match_tool_calls(
         weights = np.zeros((n_exp, n_act), dtype=np.float64)
         for (i, j), (s, ok) in score.items():
             weights[i, j] = (big * big if ok else 0.0) + big + s
+        from scipy.optimize import linear_sum_assignment  # lazily, as above
+
         rows, cols = linear_sum_assignment(weights, maximize=True)
         for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
             if (i, j) in score:

@@ -11,7 +11,7 @@ Both follow :class:`SimulatedUser`; the attempt loop records their text, their t
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from green_agent.engine.config import ConfigError, UserSimulatorConfig
 from green_agent.engine.tau.tasks import TaskRef
@@ -21,11 +21,23 @@ from green_agent.engine.tau.users.base import (
     UserSimulatorError,
     UserTurn,
 )
-from green_agent.engine.tau.users.llm import LLMUser, user_system_prompt
 from green_agent.engine.tau.users.scripted import ScriptedUser, first_person
 
 if TYPE_CHECKING:
     from green_agent.engine.tau.environment import AttemptEnvironment
+    from green_agent.engine.tau.users.llm import LLMUser, user_system_prompt
+
+_LAZY = frozenset({"LLMUser", "user_system_prompt"})
+"""Names of the LLM user's module, imported on first use: it pulls in ``openai`` (~0.7 s), which a battle with the
+scripted user never needs, and the green agent's start-up should not pay."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from green_agent.engine.tau.users import llm
+
+        return getattr(llm, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def user_api_key(config: UserSimulatorConfig) -> str | None:
@@ -64,6 +76,8 @@ def make_user(
     if key is None:
         check_user_config(config)
         raise AssertionError("unreachable")
+    from green_agent.engine.tau.users.llm import LLMUser
+
     return LLMUser(ref, config, api_key=key, environment=environment)
 
 

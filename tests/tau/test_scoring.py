@@ -183,25 +183,29 @@ async def test_mock_gold_gap_is_passable_by_an_agent_but_not_by_the_gold_replay(
 
 
 async def test_workers_score_without_ever_importing_litellm() -> None:
-    """Scoring (and explaining a failure that is not the database's) never loads tau2's evaluator module, its
-    registry or litellm in a worker; scores submitted before the workers are started queue until they are."""
+    """Scoring, and explaining failures (the database's too), never loads tau2's evaluator module, its registry or
+    litellm in a worker; scores submitted before the workers are started queue until they are."""
     retail, telecom = resolve_task("retail", "test", 12), resolve_task("telecom", "test", 0)
     simulations = [(await replay(retail))[1], (await replay(retail, told=[]))[1], (await replay(telecom))[1]]
+    skipped = (await replay(retail, skip={_last_write(retail)}))[1]
     async with ScoringPool(max_workers=1, warm=False) as pool:
         queued = asyncio.gather(
             pool.score(retail, simulations[0]),
             pool.score_explained(retail, simulations[1]),
             pool.score(telecom, simulations[2]),
+            pool.score_explained(retail, skipped),
         )
         await pool.start()
         await pool.start()  # idempotent
-        passed, explained, dual = await queued
+        passed, explained, dual, db_failure = await queued
         state = await pool.worker_state()
     assert (passed.reward, explained.breakdown.reward, dual.reward) == (1.0, 0.0, 1.0)
     assert explained.explanation is not None and explained.explanation.communicate is not None
+    assert db_failure.breakdown.db_match is False
+    assert db_failure.explanation is not None and db_failure.explanation.db is not None  # the databases were diffed
     assert state["litellm_imported"] is False
     assert state["tau2_evaluator_imported"] is False and state["tau2_registry_imported"] is False
-    assert (state["gold_misses"], state["gold_hits"]) == (2, 1)  # retail's gold computed once for its two attempts
+    assert (state["gold_misses"], state["gold_hits"]) == (2, 2)  # retail's gold computed once for its three attempts
     assert state["gc_thresholds"][0] >= 100_000
 
 

@@ -6,6 +6,6 @@ new adapter, not edits across the code.
 
 Import cost matters on the serving path: this ``__init__`` imports nothing from tau2. Import the submodule you
 need (``green_agent.engine.tau.tasks``, ``.environment``, ``.scoring``, ``.users``); each calls
-:func:`green_agent.engine.tau.quiet.quiet_tau2` before it touches tau2. Only the scoring worker processes import tau2's
-evaluator (and with it litellm, ~4 s).
+:func:`green_agent.engine.tau.quiet.quiet_tau2` before it touches tau2. Nothing here imports tau2's registry or
+``evaluator.py`` (they pull in litellm, ~4 s): scoring calls tau2's evaluators one by one (``.evaluation``).
 """

@@ -87,8 +87,8 @@ def _worker_init() -> None:
 def _use_cached_databases() -> None:
     """Let tau2's registry build environments from databases parsed once per process instead of once per build.
 
-    Scoring does not use the registry (it would import litellm); the failure explanation's database diff does
-    (green_agent/engine/tau/explain.py), and tests that call tau2's evaluator in process do. tau2's constructors
+    Neither scoring nor the failure explanation uses the registry (it would import litellm; explain.py builds its
+    environments with :func:`fresh_environment`); tests that call tau2's evaluator in process do. tau2's constructors
     re-read the database file every time (airline: ~60 ms); :func:`fresh_environment` gives the same environment
     (same data, same hash) from a cached parse. Only this process's registry is touched, and only if it still has
     the shape this was written against; otherwise tau2's own constructors stay.
@@ -132,21 +132,12 @@ def _where(error: BaseException) -> str:
     return f" (at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
 
 
-def _diffs_databases(info: RewardInfo) -> bool:
-    """Whether the explanation will rebuild both databases (explain.py does it for a failed DB check only)."""
-    basis = {getattr(item, "value", str(item)) for item in info.reward_basis or []}
-    return "DB" in basis and info.db_check is not None and not info.db_check.db_match
-
-
 def _explain(task: Task, run: SimulationRun, info: RewardInfo, domain: str) -> dict[str, Any]:
     """``{"explanation": json, "explain_s": seconds}``, or ``{"explain_error": detail}``: never raises, so a failure
     to explain cannot turn a scored attempt into an error."""
     started = time.perf_counter()
     try:
         from green_agent.engine.tau.explain import explain_failure
-
-        if _diffs_databases(info):  # explain.py builds them through tau2's registry: give it the cached databases
-            _use_cached_databases()
 
         explanation = explain_failure(task, run, info, domain)
         return {"explanation": explanation.model_dump(mode="json"), "explain_s": time.perf_counter() - started}

@@ -1,6 +1,7 @@
 """``python -m battle_backend``: serve the backend with uvicorn.
 
 python -m battle_backend --host 127.0.0.1 --port 9000 --db arena_backend.sqlite3
+python -m battle_backend --db postgresql://arena@db.internal:5432/arena   # one of several replicas (PGPASSWORD)
 python -m battle_backend --port 9100 --db /tmp/view.sqlite3 --import battle.json   # view a run offline
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,18 +20,41 @@ import uvicorn
 from battle_backend.app import create_app
 from battle_backend.battle_import import ImportFileError, ImportReport, describe, import_files
 from battle_backend.settings import DEFAULT_DB_PATH, BackendSettings
-from battle_backend.sqlite_store import SQLiteStore
+from battle_backend.store_factory import make_store, parse_db
+
+DB_ENV = "ARENA_BACKEND_DB"
+"""The environment variable that gives ``--db`` its default (containers set it; a password stays in PGPASSWORD)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line (the lead's `arena backend` can reuse the same options)."""
     parser = argparse.ArgumentParser(
         prog="python -m battle_backend",
-        description="AgentBeats-compatible battle backend with a live web page (SQLite, no other service).",
+        description="AgentBeats-compatible battle backend with a live web page (SQLite, no other service; or "
+        "PostgreSQL, shared by several replicas).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=9000, help="port (default 9000, as AgentBeats)")
-    parser.add_argument("--db", type=Path, default=DEFAULT_DB_PATH, help=f"SQLite file (default ./{DEFAULT_DB_PATH})")
+    parser.add_argument(
+        "--db",
+        default=os.environ.get(DB_ENV) or str(DEFAULT_DB_PATH),
+        help=f"a SQLite file (or sqlite:///PATH), or a PostgreSQL URL postgresql://USER@HOST:PORT/DBNAME that several "
+        f"replicas may share (put the password in PGPASSWORD, not in the URL); default ${DB_ENV}, else "
+        f"./{DEFAULT_DB_PATH}",
+    )
+    parser.add_argument(
+        "--db-pool-size",
+        type=int,
+        default=10,
+        help="PostgreSQL: connections this replica holds at most (default 10, plus one for LISTEN)",
+    )
+    parser.add_argument(
+        "--replica-lease",
+        type=float,
+        default=15.0,
+        help="PostgreSQL: seconds after which a replica that stopped renewing its lease has its running battles "
+        "taken over by another (default 15)",
+    )
     parser.add_argument(
         "--public-url",
         default=None,
@@ -115,8 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def import_into_store(settings: BackendSettings, paths: list[Path]) -> list[ImportReport]:
-    """Open the SQLite store, import the files (all checked before any is written), close it again."""
-    store = SQLiteStore(settings.db_path, synchronous=settings.sqlite_synchronous)
+    """Open the store, import the files (all checked before any is written), close it again."""
+    store = make_store(settings)
     await store.open()
     try:
         return await import_files(store, paths, settings)
@@ -126,8 +151,12 @@ async def import_into_store(settings: BackendSettings, paths: list[Path]) -> lis
 
 def settings_from_args(args: argparse.Namespace) -> BackendSettings:
     """Validated settings from parsed arguments."""
+    db_path, db_url = parse_db(str(args.db))
     return BackendSettings(
-        db_path=args.db,
+        db_path=db_path or DEFAULT_DB_PATH,
+        db_url=db_url,
+        db_pool_size=args.db_pool_size,
+        replica_lease_s=args.replica_lease,
         sqlite_synchronous=args.sqlite_synchronous.upper(),
         public_url=args.public_url,
         max_concurrent_battles=args.max_concurrent_battles,

@@ -75,6 +75,9 @@ class AgentRegistration(BaseModel):
     is_green: bool = Field(strict=True)
     participant_requirements: list[ParticipantRequirement] | None = Field(default=None, max_length=MAX_PARTICIPANTS)
     battle_timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    pool: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_CHARS)] | None = None
+    """Green agents only: the pool this agent joins. Every member of a pool declares the same participant
+    requirements; a battle created for any member (or for the pool) runs on whichever member is free."""
 
     @field_validator("agent_url")
     @classmethod
@@ -90,6 +93,10 @@ class AgentRegistration(BaseModel):
     def _green_needs_requirements(self) -> AgentRegistration:
         if self.is_green and self.participant_requirements is None:
             raise ValueError("participant_requirements is required when is_green is true")
+        if self.pool is not None and not self.is_green:
+            raise ValueError("pool: only green agents join a pool (is_green is false)")
+        if self.pool is not None and not self.pool.strip():
+            raise ValueError("pool: a pool name must not be blank")
         return self
 
 
@@ -127,9 +134,18 @@ class BattleCreate(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    green_agent_id: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    green_agent_id: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_CHARS)
+    """The green agent (AgentBeats' field). When it belongs to a pool, the battle may run on any free member."""
+    green_pool: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_CHARS)] | None = None
+    """Instead of (or with) green_agent_id: the green-agent pool to run the battle on."""
     opponents: list[Opponent] = Field(max_length=MAX_PARTICIPANTS)
     config: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names_a_green_agent(self) -> BattleCreate:
+        if self.green_agent_id is None and self.green_pool is None:
+            raise ValueError("green_agent_id: give the green agent's id (or green_pool, a green-agent pool's name)")
+        return self
 
 
 class BattleEvent(BaseModel):

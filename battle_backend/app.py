@@ -8,8 +8,9 @@ response, then the body-size ceiling (`body_limits.BodyLimitMiddleware`) in fron
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import httpx
@@ -23,9 +24,10 @@ from starlette.types import Scope
 from battle_backend.api_models import ApiError
 from battle_backend.body_limits import BodyCap, BodyLimitMiddleware
 from battle_backend.context import BackendContext
-from battle_backend.live import LiveHub
+from battle_backend.live import BattleChange, LiveHub
 from battle_backend.live_feeds import LiveFeeds
 from battle_backend.mcp_platform import MCP_PATH, MESSAGES_PATH, PlatformMcp
+from battle_backend.records import BattleState
 from battle_backend.rendering import Renderer
 from battle_backend.routes_api import api_routes
 from battle_backend.routes_live import live_routes
@@ -34,7 +36,8 @@ from battle_backend.scheduler import BattleScheduler
 from battle_backend.security import SecurityHeadersMiddleware
 from battle_backend.service import BattleService
 from battle_backend.settings import BackendSettings
-from battle_backend.sqlite_store import SQLiteStore
+from battle_backend.store import BattleStore, StoreNotice
+from battle_backend.store_factory import make_store
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +69,34 @@ def body_cap(settings: BackendSettings) -> BodyCap:
     return cap
 
 
+def notice_bridge(store: BattleStore, hub: LiveHub) -> Callable[[StoreNotice], None]:
+    """Other replicas' changes into this replica's hub, as if they had been made here: a battle change reaches the
+    live views and the scheduler, a ready report wakes the battle flows waiting for that agent. After a lost LISTEN
+    connection (``resync``) every battle is marked changed, read from the store in a task of its own."""
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def resync() -> None:
+        try:
+            battles = await store.list_battles(include_events=False)
+        except Exception:
+            logger.exception("battle store: could not re-read the battles after a lost LISTEN connection")
+            return
+        for battle in battles:
+            hub.publish(BattleChange(battle.battle_id, battle.state))
+
+    def on_notice(notice: StoreNotice) -> None:
+        if notice.kind == "battle":
+            hub.publish(BattleChange(notice.key, BattleState(notice.state) if notice.state else None))
+        elif notice.kind == "agent_ready":
+            hub.agent_ready(notice.key)
+        elif notice.kind == "resync":
+            task = asyncio.create_task(resync(), name="battle-store-resync")
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    return on_notice
+
+
 def create_app(settings: BackendSettings | None = None) -> Starlette:
     """The whole backend as one ASGI app; serve it with uvicorn (see ``python -m battle_backend``)."""
     settings = settings or BackendSettings()
@@ -73,10 +104,11 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        store = SQLiteStore(settings.db_path, synchronous=settings.sqlite_synchronous)
+        store = make_store(settings)
         await store.open()
         http = httpx.AsyncClient(timeout=settings.http_timeout_s, trust_env=False)
         hub = LiveHub()
+        store.set_notice_handler(notice_bridge(store, hub))
         service = BattleService(store, hub, settings, http)
         scheduler = BattleScheduler(service, settings, http)
         renderer = Renderer()
@@ -94,12 +126,16 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
         app.state.backend = context
         await scheduler.start()
         logger.info(
-            "battle backend ready (db %s, %d concurrent battles)", settings.db_path, settings.max_concurrent_battles
+            "battle backend ready (%s, replica %s, %d concurrent battles)",
+            store.description,
+            store.replica_id,
+            settings.max_concurrent_battles,
         )
         try:
             async with platform_mcp.run(context):
                 yield
         finally:
+            store.set_notice_handler(None)
             await scheduler.stop()
             await feeds.aclose()
             await hub.aclose()

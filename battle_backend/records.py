@@ -82,6 +82,13 @@ class AgentRecord:
         return bool(self.register_info.get("is_green"))
 
     @property
+    def pool(self) -> str | None:
+        """The green-agent pool it joined at registration (``pool``), or None: members of one pool take the pool's
+        queued battles in parallel, each battle on whichever member is free."""
+        value = self.register_info.get("pool") if self.is_green else None
+        return str(value) if value else None
+
+    @property
     def alias(self) -> str:
         """The registered alias (falls back to the card name)."""
         return str(self.register_info.get("alias") or self.agent_card.get("name") or self.agent_id)
@@ -165,6 +172,12 @@ class BattleRecord:
     backend_url: str | None = None
     battle_token: str | None = None
     """Secret: never part of ``to_api``."""
+    green_pool: str | None = None
+    """The green-agent pool the battle was queued for: it runs on whichever member is free when it starts, and
+    ``green_agent_id`` then names that member."""
+    owner: str | None = None
+    """The backend replica that started the battle and runs its tasks (setup, timeout, green stream); another
+    replica takes it over when this one stops renewing its lease."""
     events: list[EventRecord] = field(default_factory=list)
 
     @property
@@ -195,6 +208,8 @@ class BattleRecord:
             body["error"] = self.error
         if queue_position is not None:
             body["queue_position"] = queue_position
+        if self.green_pool is not None:
+            body["green_pool"] = self.green_pool
         return body
 
 

@@ -3,7 +3,15 @@ battle needs (setup flow, timeout, green-agent stream), frees the slot when the 
 up after a restart.
 
 A queued battle whose agents are held by another battle waits its turn; the next queued battle with free agents
-may start before it (so one busy agent does not block unrelated battles).
+may start before it (so one busy agent does not block unrelated battles). A battle queued for a green-agent pool
+starts on whichever member is free (the store picks it), so several members run the pool's battles in parallel.
+
+Several replicas (a shared PostgreSQL store): every replica runs this loop over the one queue in the database; the
+store's start is atomic, so a battle starts on exactly one replica, which owns it (runs its setup, its timeout and
+its green-agent stream). ``max_concurrent_battles`` bounds each replica. Every third of ``replica_lease_s`` a
+replica renews its lease, takes over the running battles of replicas whose lease ran out (re-arming their timeouts
+from the stored deadline; a battle caught in setup fails with a reason), and looks at the queue again, in case a
+notice was missed. Changes made on other replicas wake the loop through the store's notices (see ``app``).
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ class BattleScheduler:
         self._active: dict[str, _ActiveBattle] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._lease_task: asyncio.Task[None] | None = None
         self.flow = BattleFlow(service, settings, http, arm_timeout=self.arm_timeout, adopt_task=self.adopt_task)
 
     @property
@@ -51,18 +60,22 @@ class BattleScheduler:
         return len(self._active)
 
     async def start(self) -> None:
-        """Recover battles left running by a previous process, then start serving the queue."""
+        """Take over the battles left running by a previous process (or a replica whose lease ran out), then start
+        serving the queue (and, with a shared store, renewing this replica's lease)."""
         await self._recover()
         self._service.hub.add_listener(self._on_change)
         self._loop_task = asyncio.create_task(self._loop(), name="battle-scheduler")
+        if self._service.store.shared:
+            self._lease_task = asyncio.create_task(self._lease_loop(), name="battle-scheduler-lease")
         self._wake.set()
 
     async def stop(self) -> None:
         """Cancel everything this scheduler started and wait for it (battles stay in the store as they are)."""
         self._service.hub.remove_listener(self._on_change)
         tasks = [task for active in self._active.values() for task in active.tasks]
-        if self._loop_task is not None:
-            tasks.append(self._loop_task)
+        for own in (self._loop_task, self._lease_task):
+            if own is not None:
+                tasks.append(own)
         self._active.clear()
         for task in tasks:
             task.cancel()
@@ -139,17 +152,41 @@ class BattleScheduler:
             self._release(battle_id)
             self._wake.set()
 
+    async def _lease_loop(self) -> None:
+        """Renew the lease, take over orphaned battles, re-check the queue: every third of the lease."""
+        interval = self._settings.replica_lease_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._service.store.heartbeat()
+                await self._recover()
+            except Exception:
+                logger.exception("battle scheduler: lease renewal or takeover failed (retried in %.1f s)", interval)
+            self._wake.set()
+
     async def _recover(self) -> None:
-        """Running battles from a previous process: re-arm their timeout when battle_start was already sent,
-        otherwise fail them (their setup cannot be resumed). Queued ones are simply served by the loop."""
-        for battle_id in await self._service.store.battle_ids_in_state(BattleState.RUNNING):
-            battle = await self._service.store.get_battle(battle_id, include_events=False)
-            if battle is None:
+        """Battles this replica just took over (left by a previous process, or by a replica whose lease ran out):
+        re-arm their timeout when battle_start was already sent, otherwise fail them (their setup cannot be
+        resumed). Queued ones are simply served by the loop."""
+        store = self._service.store
+        for battle_id in await store.claim_orphaned_battles(self._settings.replica_lease_s):
+            battle = await store.get_battle(battle_id, include_events=False)
+            if battle is None or battle.state is not BattleState.RUNNING:
                 continue
             if battle.deadline_at is None or battle.battle_timeout is None:
-                await self._service.fail(battle_id, "The backend restarted while this battle was being set up")
+                reason = (
+                    "The backend replica that was setting up this battle stopped"
+                    if store.shared
+                    else "The backend restarted while this battle was being set up"
+                )
+                await self._service.fail(battle_id, reason)
                 continue
             self._active[battle_id] = _ActiveBattle()
             self.arm_timeout(battle_id, battle.deadline_at, battle.battle_timeout)
+            message = (
+                "Another backend replica took this battle over: it goes on, its timeout is re-armed"
+                if store.shared
+                else "Backend restarted: the battle goes on, its timeout is re-armed"
+            )
             with contextlib.suppress(Exception):
-                await self._service.log(battle_id, "Backend restarted: the battle goes on, its timeout is re-armed")
+                await self._service.log(battle_id, message)

@@ -71,6 +71,13 @@ TOKEN_CACHE_SIZE = 4096
 """Battle tokens remembered for :meth:`BattleService.precheck_token` (a token never changes once a battle has one)."""
 
 
+def _requirement_key(requirements: list[Any]) -> list[tuple[str, str, bool]]:
+    """Participant requirements compared by what matters (name, role, required), in any order."""
+    return sorted(
+        (str(r.get("name")), str(r.get("role")), bool(r.get("required"))) for r in requirements if isinstance(r, dict)
+    )
+
+
 def write_failed_error(battle_id: str) -> ApiError:
     """503 for an event the database could not commit: nothing was stored, and a retry (same event_id) is safe."""
     return ApiError(
@@ -109,7 +116,25 @@ class BattleService:
         info["launcher_url"] = body.launcher_url
         if not body.alias.strip():
             info["alias"] = str(card.get("name") or "Unnamed Agent")
+        if body.pool is not None:
+            await self._check_pool_requirements(body.pool, info.get("participant_requirements") or [])
         return await self.store.create_agent(info, card)
+
+    async def _check_pool_requirements(self, pool: str, requirements: list[Any]) -> None:
+        """400 unless the pool's members declare the same participant requirements as this new member: a battle
+        queued for the pool must be runnable by whichever member is free."""
+        for member in await self.pool_members(pool):
+            declared = member.register_info.get("participant_requirements") or []
+            if _requirement_key(declared) != _requirement_key(requirements):
+                raise ApiError(
+                    400,
+                    f"pool '{pool}': participant_requirements differ from those of member {member.alias} "
+                    f"({member.agent_id}); every member of a pool must declare the same ones",
+                )
+
+    async def pool_members(self, pool: str) -> list[AgentRecord]:
+        """The green agents of a pool, oldest first."""
+        return [agent for agent in await self.store.list_agents() if agent.pool == pool]
 
     async def list_agents(self) -> list[AgentRecord]:
         """Every agent."""
@@ -142,14 +167,29 @@ class BattleService:
         return await check_launcher(self.http, launcher_url, timeout=self.settings.http_timeout_s)
 
     # --- battles ------------------------------------------------------------------------------------------
-    async def create_battle(self, body: BattleCreate, request_base_url: str) -> BattleRecord:
-        """Validate the participants against the green agent's requirements and queue the battle."""
+    async def _requested_green(self, body: BattleCreate) -> tuple[AgentRecord, str | None]:
+        """The green agent a battle is created for and the pool it may run on (None: only that agent)."""
+        if body.green_agent_id is None:
+            assert body.green_pool is not None  # the model requires one of the two
+            members = await self.pool_members(body.green_pool)
+            if not members:
+                raise ApiError(404, f"Green agent pool '{body.green_pool}' has no members")
+            return members[0], body.green_pool
         green = await self.store.get_agent(body.green_agent_id)
         if green is None:
             raise ApiError(404, f"Green agent with ID {body.green_agent_id} not found")
         if not green.is_green:
             raise ApiError(400, f"Agent {green.agent_id} ({green.alias}) is not a green agent")
-        if green.status != "unlocked":
+        if body.green_pool is not None and green.pool != body.green_pool:
+            raise ApiError(400, f"Green agent {green.agent_id} is not a member of pool '{body.green_pool}'")
+        return green, green.pool
+
+    async def create_battle(self, body: BattleCreate, request_base_url: str) -> BattleRecord:
+        """Validate the participants against the green agent's requirements and queue the battle. A green agent
+        of a pool may be busy: the battle waits for a free member (AgentBeats refuses a locked green agent, and so
+        does this backend for a green agent outside any pool)."""
+        green, pool = await self._requested_green(body)
+        if pool is None and green.status != "unlocked":
             raise ApiError(400, f"Green agent {green.agent_id} is not unlocked")
         requirements = [r for r in green.register_info.get("participant_requirements") or [] if isinstance(r, dict)]
         expected = [str(r.get("name")) for r in requirements]
@@ -181,7 +221,7 @@ class BattleService:
                 400, f"Required participant(s) missing: {', '.join(missing)}; expected names: {expected_text}"
             )
         backend_url = self.settings.public_url or request_base_url.rstrip("/")
-        battle = await self.store.create_battle(green.agent_id, opponents, body.config, backend_url)
+        battle = await self.store.create_battle(green.agent_id, opponents, body.config, backend_url, green_pool=pool)
         self.hub.publish(BattleChange(battle.battle_id, BattleState.QUEUED))
         return battle
 

@@ -20,7 +20,16 @@ class BackendSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     db_path: Path = DEFAULT_DB_PATH
-    """SQLite file (WAL mode). Created with its schema on first start."""
+    """SQLite file (WAL mode). Created with its schema on first start. Ignored when ``db_url`` is set."""
+    db_url: str | None = None
+    """A PostgreSQL database (``postgresql://user@host:port/dbname``) instead of the SQLite file: several replicas
+    may share it. The password is best left out of the URL (libpq reads ``PGPASSWORD``); it is never logged."""
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    """PostgreSQL: connections this replica may hold at most (plus one for LISTEN)."""
+    replica_lease_s: float = Field(default=15.0, ge=1.0, le=3600.0)
+    """PostgreSQL: a replica renews its lease every third of this; when it has not for this long (it died, or lost
+    the database), another replica takes over its running battles (re-arms their timeouts; a battle it was still
+    setting up fails with a reason)."""
     public_url: str | None = None
     """The URL agents use to reach this backend (sent as ``backend_url``). When unset, the base URL of the
     ``POST /battles`` request that created the battle is used, which is right whenever agents and the battle's
@@ -92,6 +101,17 @@ class BackendSettings(BaseModel):
         if self.max_result_bytes < self.max_event_bytes:
             raise ValueError("max_result_bytes must be at least max_event_bytes (a result carries the whole battle)")
         return self
+
+    @field_validator("db_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        """Only PostgreSQL URLs: a SQLite file is ``db_path``."""
+        if value is None:
+            return None
+        value = value.strip()
+        if not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("db_url must be a postgresql:// URL (a SQLite file goes in db_path)")
+        return value
 
     @field_validator("public_url")
     @classmethod

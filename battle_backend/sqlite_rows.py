@@ -1,44 +1,17 @@
-"""SQLite rows and records: how the battle store writes values into columns and reads rows back into records.
+"""SQLite queries that read records: agents' ELO histories and battles' events, for the SQLite store's reads.
 
-Why a module of its own: every read of :class:`battle_backend.sqlite_store.SQLiteStore` (agents with their ELO
-history, battles with their events) and every write of a JSON column goes through these few functions, so the
-column layout of :mod:`battle_backend.sqlite_schema` and the JSON encoding rules live in one place, apart from the
-threading and transaction plumbing of the store and from the state transitions
-(:mod:`battle_backend.sqlite_transitions`). Everything here runs inside a transaction its caller opened.
+How a row becomes a record is database-neutral and lives in :mod:`battle_backend.stored_rows`; the column layout is
+:mod:`battle_backend.sqlite_schema`'s. Everything here runs inside a transaction its caller opened.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from battle_backend.body_limits import has_lone_surrogate, scrub_text
-from battle_backend.records import AgentRecord, BattleHistoryEntry, BattleRecord, BattleState, EventRecord
-
-logger = logging.getLogger(__name__)
-
-BATTLE_COLUMNS = (
-    "battle_id, green_agent_id, opponents, config, state, created_at, started_at, finished_at, deadline_at, "
-    "battle_timeout, result, error, backend_url, battle_token, last_seq"
-)
-"""The columns :func:`battle_record` reads."""
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON; the stored text is what every reader parses, so it must be sendable as it is.
-
-    The API and the service bound every value before it gets here; this is the last line: NaN/Infinity raise (they
-    could never be sent out again) and a lone surrogate, which SQLite cannot encode, is replaced by U+FFFD with a
-    warning instead of failing the transaction.
-    """
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    if has_lone_surrogate(text):
-        logger.warning("a lone surrogate reached the store; replaced by U+FFFD")
-        text = scrub_text(text)
-    return text
+from battle_backend.records import BattleHistoryEntry, EventRecord
+from battle_backend.stored_rows import event_record, history_entry
 
 
 def history_entries(conn: sqlite3.Connection, agent_ids: Iterable[str] | None) -> dict[str, list[BattleHistoryEntry]]:
@@ -53,54 +26,8 @@ def history_entries(conn: sqlite3.Connection, agent_ids: Iterable[str] | None) -
         ).fetchall()
     out: dict[str, list[BattleHistoryEntry]] = {}
     for row in rows:
-        out.setdefault(row["agent_id"], []).append(
-            BattleHistoryEntry(
-                battle_id=row["battle_id"],
-                result=row["result"],
-                elo_change=row["elo_change"],
-                final_rating=row["final_rating"],
-                opponents=json.loads(row["opponents"]),
-                green_agent_id=row["green_agent_id"],
-                timestamp=row["timestamp"],
-            )
-        )
+        out.setdefault(row["agent_id"], []).append(history_entry(row))
     return out
-
-
-def agent_record(row: sqlite3.Row, history: list[BattleHistoryEntry]) -> AgentRecord:
-    """An ``agents`` row with its history."""
-    return AgentRecord(
-        agent_id=row["agent_id"],
-        register_info=json.loads(row["register_info"]),
-        agent_card=json.loads(row["agent_card"]),
-        status="locked" if row["locked_by"] else "unlocked",
-        ready=bool(row["ready"]),
-        elo_rating=row["elo_rating"],
-        created_at=row["created_at"],
-        history=history,
-    )
-
-
-def battle_record(row: sqlite3.Row, events: list[EventRecord] | None = None) -> BattleRecord:
-    """A ``battles`` row (selected with :data:`BATTLE_COLUMNS`) with its events, when given."""
-    return BattleRecord(
-        battle_id=row["battle_id"],
-        green_agent_id=row["green_agent_id"],
-        opponents=json.loads(row["opponents"]),
-        config=json.loads(row["config"]),
-        state=BattleState(row["state"]),
-        created_at=row["created_at"],
-        last_seq=row["last_seq"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        deadline_at=row["deadline_at"],
-        battle_timeout=row["battle_timeout"],
-        result=json.loads(row["result"]) if row["result"] else None,
-        error=row["error"],
-        backend_url=row["backend_url"],
-        battle_token=row["battle_token"],
-        events=events or [],
-    )
 
 
 def events_after(conn: sqlite3.Connection, battle_id: str, after_seq: int, limit: int | None) -> list[EventRecord]:
@@ -110,9 +37,4 @@ def events_after(conn: sqlite3.Connection, battle_id: str, after_seq: int, limit
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
-    return [
-        EventRecord(
-            battle_id=battle_id, seq=row["seq"], payload=json.loads(row["payload"]), received_at=row["received_at"]
-        )
-        for row in conn.execute(sql, params)
-    ]
+    return [event_record(battle_id, row) for row in conn.execute(sql, params)]

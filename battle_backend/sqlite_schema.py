@@ -64,7 +64,17 @@ ALTER TABLE battle_events ADD COLUMN event_id TEXT;
 CREATE UNIQUE INDEX battle_events_event_id ON battle_events (battle_id, event_id) WHERE event_id IS NOT NULL;
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, SCHEMA_V1), (2, SCHEMA_V2))
+SCHEMA_V3 = """
+-- Green-agent pools (agents.pool: the pool a green agent joined; battles.green_pool: the pool a battle may run on)
+-- and battle ownership (battles.owner: the replica running the battle's tasks; NULL before this migration, which
+-- makes those battles claimable by the next process, as running battles of a previous process always were).
+ALTER TABLE agents ADD COLUMN pool TEXT;
+CREATE INDEX agents_pool ON agents (pool) WHERE pool IS NOT NULL;
+ALTER TABLE battles ADD COLUMN green_pool TEXT;
+ALTER TABLE battles ADD COLUMN owner TEXT;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3))
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

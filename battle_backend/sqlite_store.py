@@ -22,6 +22,7 @@ change may happen; rows become records in :mod:`battle_backend.sqlite_rows`, and
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 import threading
@@ -44,14 +45,7 @@ from battle_backend.records import (
     utc_now_iso,
 )
 from battle_backend.security import tokens_match
-from battle_backend.sqlite_rows import (
-    BATTLE_COLUMNS,
-    agent_record,
-    battle_record,
-    dumps,
-    events_after,
-    history_entries,
-)
+from battle_backend.sqlite_rows import events_after, history_entries
 from battle_backend.sqlite_schema import migrate
 from battle_backend.sqlite_writer import GroupCommitWriter
 from battle_backend.store import (
@@ -60,9 +54,13 @@ from battle_backend.store import (
     BattleExists,
     BattleNotFound,
     DuplicateEvent,
+    NoticeHandler,
     StartOutcome,
     TokenRejected,
 )
+from battle_backend.stored_json import dumps
+from battle_backend.stored_rows import BATTLE_COLUMNS, agent_record, battle_record
+from battle_backend.transition_rules import PoolMember, choose_green, participant_ids
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +79,7 @@ class SQLiteStore:
 
     def __init__(self, path: Path | str, *, reader_threads: int = 2, synchronous: Synchronous | None = None) -> None:
         self._path = str(path)
+        self._replica_id = f"sqlite-{uuid.uuid4()}"
         self._synchronous = synchronous or SYNCHRONOUS
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -102,6 +101,43 @@ class SQLiteStore:
     def path(self) -> str:
         """The database file."""
         return self._path
+
+    @property
+    def replica_id(self) -> str:
+        """This process's identity as owner of the battles it starts."""
+        return self._replica_id
+
+    @property
+    def shared(self) -> bool:
+        """One SQLite file serves one backend process: no other replicas."""
+        return False
+
+    @property
+    def description(self) -> str:
+        """The file."""
+        return f"SQLite {self._path}"
+
+    def set_notice_handler(self, handler: NoticeHandler | None) -> None:
+        """Nothing to deliver: every change of an SQLite store is made by this process, which publishes it itself."""
+
+    async def heartbeat(self) -> None:
+        """No lease to renew: no other replica could take this one's battles."""
+
+    async def claim_orphaned_battles(self, lease_s: float) -> list[str]:
+        """Every running battle this process does not own was left by a previous process (the file has one
+        process at a time): take them all, whatever the lease."""
+
+        def fn(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT battle_id FROM battles WHERE state = 'running' AND (owner IS NULL OR owner != ?)"
+                " ORDER BY rowid",
+                (self._replica_id,),
+            ).fetchall()
+            ids = [row["battle_id"] for row in rows]
+            conn.executemany("UPDATE battles SET owner = ? WHERE battle_id = ?", [(self._replica_id, i) for i in ids])
+            return ids
+
+        return await self._write(fn)
 
     # --- plumbing -----------------------------------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:
@@ -163,12 +199,14 @@ class SQLiteStore:
         agent_id = str(uuid.uuid4())
         rating = None if register_info.get("is_green") else INITIAL_RATING
         created_at = utc_now_iso()
+        pool = register_info.get("pool") if register_info.get("is_green") else None
 
         def fn(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO agents (agent_id, register_info, agent_card, locked_by, ready, elo_rating, created_at)"
-                " VALUES (?, ?, ?, NULL, 0, ?, ?)",
-                (agent_id, dumps(register_info), dumps(agent_card), rating, created_at),
+                "INSERT INTO agents"
+                " (agent_id, register_info, agent_card, locked_by, ready, elo_rating, created_at, pool)"
+                " VALUES (?, ?, ?, NULL, 0, ?, ?, ?)",
+                (agent_id, dumps(register_info), dumps(agent_card), rating, created_at, pool or None),
             )
 
         await self._write(fn)
@@ -236,6 +274,7 @@ class SQLiteStore:
         backend_url: str | None,
         *,
         battle_id: str | None = None,
+        green_pool: str | None = None,
     ) -> BattleRecord:
         """Store a queued battle (BattleExists for a given ``battle_id`` the file already holds)."""
         battle_id = battle_id or str(uuid.uuid4())
@@ -245,9 +284,10 @@ class SQLiteStore:
             if transitions.battle_row(conn, battle_id) is not None:
                 raise BattleExists(battle_id)
             conn.execute(
-                "INSERT INTO battles (battle_id, green_agent_id, opponents, config, state, created_at, backend_url)"
-                " VALUES (?, ?, ?, ?, 'queued', ?, ?)",
-                (battle_id, green_agent_id, dumps(opponents), dumps(config), created_at, backend_url),
+                "INSERT INTO battles"
+                " (battle_id, green_agent_id, opponents, config, state, created_at, backend_url, green_pool)"
+                " VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)",
+                (battle_id, green_agent_id, dumps(opponents), dumps(config), created_at, backend_url, green_pool),
             )
 
         await self._write(fn)
@@ -260,6 +300,7 @@ class SQLiteStore:
             created_at=created_at,
             last_seq=0,
             backend_url=backend_url,
+            green_pool=green_pool,
         )
 
     async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord | None:
@@ -345,7 +386,19 @@ class SQLiteStore:
             row = transitions.battle_row(conn, battle_id)
             if row is None or row["state"] != BattleState.QUEUED.value:
                 return StartOutcome.NOT_QUEUED
-            ids = transitions.participant_ids(row)
+            green_id = row["green_agent_id"]
+            if row["green_pool"] is not None:
+                members = conn.execute(
+                    "SELECT agent_id, locked_by FROM agents WHERE pool = ? ORDER BY created_at, rowid",
+                    (row["green_pool"],),
+                ).fetchall()
+                if not members:
+                    return StartOutcome.MISSING_AGENT
+                chosen = choose_green(green_id, [PoolMember(m["agent_id"], bool(m["locked_by"])) for m in members])
+                if chosen is None:
+                    return StartOutcome.AGENTS_BUSY
+                green_id = chosen
+            ids = participant_ids(green_id, json.loads(row["opponents"]))
             marks = ",".join("?" * len(ids))
             agents = conn.execute(f"SELECT agent_id, locked_by FROM agents WHERE agent_id IN ({marks})", ids).fetchall()
             if len(agents) != len(ids):
@@ -354,8 +407,9 @@ class SQLiteStore:
                 return StartOutcome.AGENTS_BUSY
             conn.execute(f"UPDATE agents SET locked_by = ?, ready = 0 WHERE agent_id IN ({marks})", [battle_id, *ids])
             conn.execute(
-                "UPDATE battles SET state = 'running', started_at = ?, battle_token = ? WHERE battle_id = ?",
-                (utc_now_iso(), battle_token, battle_id),
+                "UPDATE battles SET state = 'running', started_at = ?, battle_token = ?, owner = ?, green_agent_id = ?"
+                " WHERE battle_id = ?",
+                (utc_now_iso(), battle_token, self._replica_id, green_id, battle_id),
             )
             record = transitions.append_event(conn, battle_id, row["last_seq"], system_event("Battle started"))
             transitions.append_event(conn, battle_id, record.seq, system_event("Agents locked", {"agent_ids": ids}))

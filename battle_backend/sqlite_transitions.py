@@ -14,15 +14,17 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from battle_backend.elo import Participant, outcome_for, resolve_winner
+from battle_backend import transition_rules as rules
 from battle_backend.records import EventRecord, FinishSpec, utc_now_iso
-from battle_backend.sqlite_rows import dumps
+from battle_backend.stored_json import dumps
+from battle_backend.stored_rows import event_record
 
 
 def battle_row(conn: sqlite3.Connection, battle_id: str) -> sqlite3.Row | None:
     """The columns a transition needs (state, token, participants, sequence counter), or None for no such battle."""
     return conn.execute(
-        "SELECT battle_id, green_agent_id, opponents, state, battle_token, last_seq FROM battles WHERE battle_id = ?",
+        "SELECT battle_id, green_agent_id, opponents, state, battle_token, last_seq, green_pool FROM battles"
+        " WHERE battle_id = ?",
         (battle_id,),
     ).fetchone()
 
@@ -48,73 +50,66 @@ def event_with_id(conn: sqlite3.Connection, battle_id: str, event_id: str) -> Ev
         "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = ? AND event_id = ?",
         (battle_id, event_id),
     ).fetchone()
-    if row is None:
-        return None
-    return EventRecord(
-        battle_id=battle_id, seq=row["seq"], payload=json.loads(row["payload"]), received_at=row["received_at"]
-    )
+    return None if row is None else event_record(battle_id, row)
 
 
 def participant_ids(row: sqlite3.Row) -> list[str]:
     """The green agent, then the opponents, each once."""
-    opponents = json.loads(row["opponents"])
-    ids = [row["green_agent_id"], *[str(op["agent_id"]) for op in opponents]]
-    return list(dict.fromkeys(ids))
+    return rules.participant_ids(row["green_agent_id"], json.loads(row["opponents"]))
+
+
+def agent_facts(conn: sqlite3.Connection, agent_ids: list[str]) -> dict[str, rules.AgentFacts]:
+    """The participants that still exist, by id."""
+    marks = ",".join("?" * len(agent_ids))
+    rows = conn.execute(
+        f"SELECT agent_id, register_info, agent_card, elo_rating FROM agents WHERE agent_id IN ({marks})", agent_ids
+    ).fetchall()
+    return {
+        row["agent_id"]: rules.AgentFacts(
+            agent_id=row["agent_id"],
+            register_info=json.loads(row["register_info"]),
+            agent_card=json.loads(row["agent_card"]),
+            elo_rating=row["elo_rating"],
+        )
+        for row in rows
+    }
 
 
 def record_outcomes(conn: sqlite3.Connection, row: sqlite3.Row, outcome: Callable[[str], tuple[str, int]]) -> None:
     """Write each participant's history entry and rating change, and release the locks this battle holds."""
     battle_id = row["battle_id"]
     opponents = json.loads(row["opponents"])
-    opponent_ids = [str(op["agent_id"]) for op in opponents]
+    opponent_ids = dumps([str(op["agent_id"]) for op in opponents])
+    agents = agent_facts(conn, participant_ids(row))
     now = utc_now_iso()
-    for agent_id in participant_ids(row):
-        agent = conn.execute("SELECT register_info, elo_rating FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
-        if agent is None:
-            continue
-        is_green = bool(json.loads(agent["register_info"]).get("is_green"))
-        result, change = outcome(agent_id)
-        rating = agent["elo_rating"]
-        if not is_green and rating is not None:
-            rating += change
-        else:
-            rating = None
+    for entry in rules.plan_outcomes(row["green_agent_id"], opponents, agents, outcome):
         conn.execute(
-            "UPDATE agents SET elo_rating = ? WHERE agent_id = ? AND elo_rating IS NOT NULL", (rating, agent_id)
+            "UPDATE agents SET elo_rating = ? WHERE agent_id = ? AND elo_rating IS NOT NULL",
+            (entry.final_rating, entry.agent_id),
         )
         conn.execute(
             "INSERT OR IGNORE INTO agent_battle_history"
             " (agent_id, battle_id, result, elo_change, final_rating, opponents, green_agent_id, timestamp)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (agent_id, battle_id, result, change, rating, dumps(opponent_ids), row["green_agent_id"], now),
+            (
+                entry.agent_id,
+                battle_id,
+                entry.result,
+                entry.elo_change,
+                entry.final_rating,
+                opponent_ids,
+                row["green_agent_id"],
+                now,
+            ),
         )
     conn.execute("UPDATE agents SET locked_by = NULL, ready = 0 WHERE locked_by = ?", (battle_id,))
 
 
 def finish(conn: sqlite3.Connection, row: sqlite3.Row, spec: FinishSpec) -> None:
     """Finish the battle: result, ELO (none when ``spec.rated`` is False), history, unlock."""
-    participants: list[Participant] = []
-    for agent_id in participant_ids(row):
-        agent = conn.execute("SELECT register_info, agent_card FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
-        if agent is None:
-            continue
-        info = json.loads(agent["register_info"])
-        card = json.loads(agent["agent_card"])
-        participants.append(
-            Participant(
-                agent_id=agent_id,
-                alias=info.get("alias"),
-                card_name=card.get("name"),
-                is_green=bool(info.get("is_green")),
-            )
-        )
-    winner_id = resolve_winner(spec.winner, row["green_agent_id"], json.loads(row["opponents"]), participants)
-
-    def outcome(agent_id: str) -> tuple[str, int]:
-        result, change = outcome_for(agent_id, spec.winner, winner_id)
-        return result, change if spec.rated else 0
-
-    record_outcomes(conn, row, outcome)
+    opponents = json.loads(row["opponents"])
+    agents = agent_facts(conn, participant_ids(row))
+    record_outcomes(conn, row, rules.finish_outcome(spec, row["green_agent_id"], opponents, agents))
     conn.execute(
         "UPDATE battles SET state = 'finished', result = ?, finished_at = ? WHERE battle_id = ?",
         (dumps(spec.result_body()), utc_now_iso(), row["battle_id"]),

@@ -1,8 +1,16 @@
 """The storage seam: what the backend needs from a database, as a Protocol.
 
-SQLite implements it today (`sqlite_store.SQLiteStore`); a PostgreSQL implementation can be added later without
-touching the API, the battle flow or the web page. Every method that changes a battle does the whole change in one
-transaction (state, events, ELO, agent locks), so readers never see half a transition.
+Two implementations: `sqlite_store.SQLiteStore` (one file, one backend process: the embedded default) and
+`postgres_store.PostgresStore` (a database server that several backend replicas share). Every method that changes a
+battle does the whole change in one transaction (state, events, ELO, agent locks), so readers never see half a
+transition; every decision that must hold across replicas (the next sequence number, the one accepted result, which
+replica starts a queued battle, which agents are locked) is taken inside that transaction, by the database.
+
+Replicas: each store instance is one replica (``replica_id``). A replica owns the battles it started (it runs their
+setup, timeout and green-agent stream) and renews a lease (``heartbeat``); ``claim_orphaned_battles`` hands the
+running battles of a replica whose lease ran out (or that shut down) to the caller. Changes committed by *other*
+replicas reach this one as :class:`StoreNotice` through ``set_notice_handler`` (PostgreSQL: LISTEN/NOTIFY); the
+embedded SQLite store has no other replicas and never calls the handler.
 
 Durability contract of every write: when the call returns, its change is committed; when it raises, nothing of it is
 stored. How the store gets there is its own business: SQLite commits the writes that arrive together in one
@@ -13,9 +21,10 @@ call and on the writes committed before it, never on an unrelated write that hap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from battle_backend.records import AgentRecord, BattleRecord, BattleState, EventRecord, FinishSpec
 
@@ -90,14 +99,55 @@ class StartOutcome(StrEnum):
     """A participant was deleted since the battle was created: the caller fails the battle."""
 
 
+@dataclass(frozen=True)
+class StoreNotice:
+    """A change another replica committed: battle ``key`` changed (``state`` after it, when it moved), or agent
+    ``key`` reported ready."""
+
+    kind: Literal["battle", "agent_ready", "resync"]
+    key: str
+    state: str | None = None
+    """A BattleState value for kind "battle" when the change moved the battle's state."""
+
+
+NoticeHandler = Callable[[StoreNotice], None]
+"""Called on the event loop for every notice; must not block. A ``resync`` notice (key "") means notices may have
+been missed (the listening connection was lost and is back): every view should re-read the store."""
+
+
 class BattleStore(Protocol):
     """Agents CRUD, battles CRUD, atomic event append and state transitions."""
 
+    @property
+    def replica_id(self) -> str:
+        """This replica's identity in the store (owner of the battles it starts)."""
+
+    @property
+    def shared(self) -> bool:
+        """True when other replicas may use the same database at once (then leases and notices matter)."""
+
+    @property
+    def description(self) -> str:
+        """Where the data lives, safe to log (no password)."""
+
     async def open(self) -> None:
-        """Create or migrate the schema; must be called before anything else."""
+        """Create or migrate the schema, register this replica; must be called before anything else."""
 
     async def close(self) -> None:
-        """Flush and release connections and threads."""
+        """Flush, retire this replica (its battles become claimable at once) and release connections and threads."""
+
+    def set_notice_handler(self, handler: NoticeHandler | None) -> None:
+        """Deliver other replicas' committed changes to ``handler`` (None: stop delivering)."""
+
+    # --- replicas -----------------------------------------------------------------------------------------
+    async def heartbeat(self) -> None:
+        """Renew this replica's lease (the database's clock decides, so replicas' clocks need not agree)."""
+
+    async def claim_orphaned_battles(self, lease_s: float) -> list[str]:
+        """Make this replica the owner of every running battle whose owner has not renewed its lease within
+        ``lease_s`` seconds, retired, or is unknown; returns their ids (oldest first). Atomic: two replicas never
+        claim the same battle. The embedded store, having no other replicas, claims every running battle it does
+        not own (they were left by a previous process)."""
 
     # --- agents -------------------------------------------------------------------------------------------
     async def create_agent(self, register_info: dict[str, Any], agent_card: dict[str, Any]) -> AgentRecord:
@@ -124,9 +174,11 @@ class BattleStore(Protocol):
         backend_url: str | None,
         *,
         battle_id: str | None = None,
+        green_pool: str | None = None,
     ) -> BattleRecord:
         """Store a new battle in state queued, under a new random id, or under ``battle_id`` (an imported battle keeps
-        its run's id, so links into it stay valid); raises BattleExists for an id the store already holds."""
+        its run's id, so links into it stay valid); raises BattleExists for an id the store already holds. With
+        ``green_pool`` the battle may run on any green agent of that pool (``start_battle`` picks the member)."""
 
     async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord | None:
         """One battle, with its events in sequence order when asked."""
@@ -170,7 +222,9 @@ class BattleStore(Protocol):
 
     async def start_battle(self, battle_id: str, battle_token: str) -> StartOutcome:
         """queued -> running if every participant exists and is unlocked: lock them, clear their ready flags,
-        store the token and log the start, all at once."""
+        store the token, make this replica the owner and log the start, all at once. A pool battle takes the green
+        agent it names when that one is free, else the oldest free member of its pool (``green_agent_id`` is then
+        that member); AGENTS_BUSY when no member is free. Atomic across replicas: a battle starts once."""
 
     async def set_deadline(self, battle_id: str, deadline_at: float, battle_timeout: float) -> bool:
         """Record when a running battle times out (survives a restart)."""

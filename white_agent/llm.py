@@ -37,7 +37,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import httpx
 import openai
@@ -230,7 +230,7 @@ class LlmAgent:
             base_url=settings.base_url,
             max_retries=0,
             timeout=settings.request_timeout_s,
-            http_client=http_client,
+            http_client=cast(Any, http_client),  # openai >= 3.5x types httpx2 but takes httpx clients too
         )
         self._contexts: BoundedContexts[Conversation] = BoundedContexts(settings.max_contexts)
         self._mcp = McpConnector(timeout_s=settings.request_timeout_s)

@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -260,7 +260,7 @@ class LlmJudge:
             base_url=connector.base_url,
             max_retries=0,  # RetryBudget retries: one budget per item, and it knows which failures leave it unscored
             timeout=self.retry.timeout_s,
-            http_client=http_client,
+            http_client=cast(Any, http_client),  # openai >= 3.5x types httpx2 but takes httpx clients too
         )
         self._model_id = f"{connector.provider}:{connector.model}@{connector.base_url}"
         self._owns_http = http_client is None

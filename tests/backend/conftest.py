@@ -21,6 +21,8 @@ from starlette.routing import Mount
 
 from battle_backend import BackendSettings, create_app
 from battle_backend.context import BackendContext
+from battle_backend.postgres_store import PostgresStore
+from battle_backend.sqlite_store import SQLiteStore
 from battle_backend.testing import FakeA2AAgent, FakeLauncher, LauncherMode
 from tests.support.servers import serve_app
 
@@ -254,6 +256,32 @@ def result(winner: str, detail: Any = None, **extra: Any) -> dict[str, Any]:
 def db_path(tmp_path: Path) -> Path:
     """A fresh SQLite file per test."""
     return tmp_path / "backend.sqlite3"
+
+
+STORE_KINDS = ("sqlite", "postgres")
+"""The store's test suite runs against both implementations (PostgreSQL: a server the test run starts)."""
+
+
+@contextlib.asynccontextmanager
+async def open_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path, **options: Any) -> AsyncIterator[Any]:
+    """An opened store of ``kind`` on a fresh database, closed afterwards."""
+    store: Any
+    if kind == "sqlite":
+        store = SQLiteStore(tmp_path / "store.sqlite3", **options)
+    else:
+        store = PostgresStore(request.getfixturevalue("postgres_url"), **options)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """A `BattleStore` on a fresh database, once per implementation."""
+    async with open_store(request.param, request, tmp_path) as opened:
+        yield opened
 
 
 @pytest.fixture

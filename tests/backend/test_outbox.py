@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from battle_backend.records import FinishSpec
-from battle_backend.sqlite_schema import SCHEMA_V1
+from battle_backend.sqlite_schema import LATEST_VERSION, SCHEMA_V1
 from battle_backend.sqlite_store import SQLiteStore
 from battle_backend.store import BattleClosed, DuplicateEvent
 from battle_backend.testing import FakeA2AAgent
@@ -268,7 +268,7 @@ async def test_schema_v1_databases_are_migrated_and_keep_their_events(tmp_path: 
     finally:
         await store.close()
     with contextlib.closing(sqlite3.connect(path)) as check:
-        assert check.execute("SELECT MAX(version) FROM schema_version").fetchone() == (2,)
+        assert check.execute("SELECT MAX(version) FROM schema_version").fetchone() == (LATEST_VERSION,)
 
 
 class LosingTransport(httpx.AsyncBaseTransport):

@@ -1,26 +1,16 @@
-"""The store's transitions in isolation (compare-and-set, atomic finish) and the ELO matching rules."""
+"""The store's transitions in isolation (compare-and-set, atomic finish) and the ELO matching rules, on both stores
+(the ``store`` fixture of conftest runs each test on SQLite and on PostgreSQL)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from battle_backend.elo import Participant, outcome_for, resolve_winner
 from battle_backend.records import BattleState, FinishSpec, system_event
-from battle_backend.sqlite_store import SQLiteStore
-from battle_backend.store import BattleClosed, BattleNotFound, StartOutcome, TokenRejected
+from battle_backend.store import BattleClosed, BattleNotFound, BattleStore, StartOutcome, TokenRejected
 
 
-@pytest.fixture
-async def store(db_path: Path):  # type: ignore[no-untyped-def]
-    opened = SQLiteStore(db_path)
-    await opened.open()
-    yield opened
-    await opened.close()
-
-
-async def _battle(store: SQLiteStore) -> tuple[str, str, str]:
+async def _battle(store: BattleStore) -> tuple[str, str, str]:
     green = await store.create_agent({"alias": "g", "is_green": True, "participant_requirements": []}, {"name": "G"})
     white = await store.create_agent({"alias": "w", "is_green": False}, {"name": "W"})
     battle = await store.create_battle(
@@ -29,7 +19,7 @@ async def _battle(store: SQLiteStore) -> tuple[str, str, str]:
     return battle.battle_id, green.agent_id, white.agent_id
 
 
-async def test_start_locks_agents_and_a_second_start_is_refused(store: SQLiteStore) -> None:
+async def test_start_locks_agents_and_a_second_start_is_refused(store: BattleStore) -> None:
     battle_id, green_id, white_id = await _battle(store)
     assert await store.start_battle(battle_id, "t") is StartOutcome.STARTED
     assert await store.start_battle(battle_id, "t") is StartOutcome.NOT_QUEUED
@@ -38,7 +28,7 @@ async def test_start_locks_agents_and_a_second_start_is_refused(store: SQLiteSto
     assert await store.start_battle(other.battle_id, "t") is StartOutcome.AGENTS_BUSY
 
 
-async def test_terminal_battles_refuse_events_and_transitions(store: SQLiteStore) -> None:
+async def test_terminal_battles_refuse_events_and_transitions(store: BattleStore) -> None:
     battle_id, _, white_id = await _battle(store)
     await store.start_battle(battle_id, "secret")
     assert await store.fail_battle(battle_id, "boom")
@@ -52,7 +42,7 @@ async def test_terminal_battles_refuse_events_and_transitions(store: SQLiteStore
     assert (await store.get_agent(white_id)).status == "unlocked"  # type: ignore[union-attr]
 
 
-async def test_token_check_and_unknown_battle(store: SQLiteStore) -> None:
+async def test_token_check_and_unknown_battle(store: BattleStore) -> None:
     battle_id, _, _ = await _battle(store)
     with pytest.raises(TokenRejected):  # no token issued before the start
         await store.append_event(battle_id, {"is_result": False}, presented_token="x", enforce_token=True)
@@ -65,7 +55,7 @@ async def test_token_check_and_unknown_battle(store: SQLiteStore) -> None:
         await store.append_event("nope", {"is_result": False})
 
 
-async def test_finishing_a_queued_battle_leaves_other_locks_alone(store: SQLiteStore) -> None:
+async def test_finishing_a_queued_battle_leaves_other_locks_alone(store: BattleStore) -> None:
     battle_id, green_id, white_id = await _battle(store)
     await store.start_battle(battle_id, "t")
     queued = await store.create_battle(green_id, [{"name": "white_agent", "agent_id": white_id}], {}, None)

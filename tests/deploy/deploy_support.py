@@ -168,12 +168,24 @@ def merge_compose(base: dict[str, Any], override: dict[str, Any], *, key: str | 
     return merged
 
 
+def compose_profiles(env: Mapping[str, str], flags: list[str] | tuple[str, ...] = ()) -> set[str]:
+    """The profiles Compose activates: the ``--profile`` options when any is given, else ``COMPOSE_PROFILES`` from the
+    environment or .env (comma-separated). Compose v2 ignores ``COMPOSE_PROFILES`` as soon as one ``--profile`` is on
+    the command line: the two are not merged."""
+    if flags:
+        return set(flags)
+    return {name.strip() for name in env.get("COMPOSE_PROFILES", "").split(",") if name.strip()}
+
+
 def active_services(project: dict[str, Any], profiles: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The services ``docker compose up`` starts with ``profiles`` active (no profile = always)."""
+    """The services ``docker compose up`` starts with ``profiles`` active (no profile = always; ``*`` = every profile).
+
+    Note that Compose substitutes variables in the whole file first, inactive services included: a ``${VAR:?}`` in a
+    service that no active profile starts still stops Compose (hence the defaults everywhere)."""
     return {
         name: service
         for name, service in project["services"].items()
-        if not service.get("profiles") or set(service["profiles"]) & set(profiles)
+        if not service.get("profiles") or "*" in profiles or set(service["profiles"]) & set(profiles)
     }
 
 
@@ -206,6 +218,8 @@ class ParsedCommand:
     argv: list[str]
     wrapped: ParsedCommand | None = None
     extra: list[str] = field(default_factory=list)
+    settings: Any = None
+    """``python -m battle_backend`` only: the BackendSettings its main() validates the options into before serving."""
 
     def url_option(self, name: str) -> str:
         value = self.options[name]
@@ -269,13 +283,15 @@ def _parse_arena(args: list[str]) -> ParsedCommand:
 def _parse_module(module: str, args: list[str]) -> ParsedCommand:
     if module == "battle_backend":
         from battle_backend.__main__ import main as backend_main
+        from battle_backend.__main__ import settings_from_args
 
-        return ParsedCommand(
-            "python -m battle_backend",
-            None,
-            _argparse_of(backend_main, args, "battle_backend"),
-            ["python", "-m", module, *args],
-        )
+        options = _argparse_of(backend_main, args, "battle_backend")
+        try:  # the step main() runs next: a ValueError there is a parser error too
+            settings = settings_from_args(argparse.Namespace(**options))
+        except ValueError as error:
+            raise CommandRejected(f"battle_backend {shlex.join(args)}: {error}") from None
+        argv = ["python", "-m", module, *args]
+        return ParsedCommand("python -m battle_backend", None, options, argv, settings=settings)
     if module == "green_agent":
         from green_agent.service.main import main as green_main
 
@@ -300,6 +316,38 @@ def parse_command(argv: list[str]) -> ParsedCommand:
     if program in ("python", "python3") and args[:1] == ["-m"] and len(args) >= 2:
         return _parse_module(args[1], args[2:])
     raise CommandRejected(f"{program!r} is not one of this project's console scripts ({', '.join(CONSOLE_SCRIPTS)})")
+
+
+def _pg_isready_parser() -> argparse.ArgumentParser:
+    """PostgreSQL's ``pg_isready`` options (its ``--help``; a test compares the two where the program is installed).
+    The postgres image ships the program; our image does not, so only the postgres service may use it."""
+    parser = argparse.ArgumentParser(prog="pg_isready", add_help=False, exit_on_error=False)
+    parser.add_argument("-d", "--dbname")
+    parser.add_argument("-h", "--host")
+    parser.add_argument("-p", "--port", type=int)
+    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("-t", "--timeout", type=int)
+    parser.add_argument("-U", "--username")
+    return parser
+
+
+PG_ISREADY_OPTIONS = ("--dbname", "--host", "--port", "--quiet", "--timeout", "--username")
+"""The long options the mirror above knows (checked against the real program's --help where it is installed)."""
+
+
+def parse_pg_isready(argv: list[str]) -> dict[str, Any]:
+    """A ``pg_isready ...`` command line parsed by the options PostgreSQL documents; CommandRejected otherwise."""
+    if not argv or argv[0] != "pg_isready":
+        raise CommandRejected(f"not a pg_isready command: {argv!r}")
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            namespace, extra = _pg_isready_parser().parse_known_args(argv[1:])
+    except (argparse.ArgumentError, SystemExit) as error:
+        raise CommandRejected(f"pg_isready {shlex.join(argv[1:])}: {error} {stderr.getvalue().strip()}") from None
+    if extra:
+        raise CommandRejected(f"pg_isready {shlex.join(argv[1:])}: unrecognized arguments {extra}")
+    return vars(namespace)
 
 
 def project_scripts() -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The containers' exact commands, run as processes on loopback: the whole Compose stack without Docker.
 
-Each service's command comes from docker-compose.yml, substituted with the offline settings .env.example documents;
+Each service's command comes from docker-compose.yml, substituted with the offline settings .env.example documents
+(no profile: the backend on SQLite, the postgres service off);
 only what Docker would provide is mapped: service host names -> 127.0.0.1, container ports -> free ports, bind
 address 0.0.0.0 -> 127.0.0.1, /app -> a temporary directory. Environments hold the Dockerfile's ENV settings plus
 exactly the variables each service's `environment` names. Start order and readiness follow depends_on and the
@@ -33,7 +34,9 @@ from tests.deploy.deploy_support import (
     CONVENTION_PORTS,
     REPO,
     Loopback,
+    active_services,
     command_argv,
+    compose_profiles,
     dockerfile_runtime_env,
     healthcheck_argv,
     interpolate,
@@ -119,8 +122,12 @@ async def agent_pids(client: httpx.AsyncClient, launcher_urls: list[str]) -> lis
 
 
 async def test_the_compose_stack_runs_a_battle_end_to_end(tmp_path: Path, compose_raw: dict[str, Any]) -> None:
-    project = interpolate(compose_raw, documented_offline_env())
-    services = project["services"]
+    env = documented_offline_env()
+    project = interpolate(compose_raw, env)
+    services = active_services(project, compose_profiles(env))
+    assert "postgres" not in services
+    backend_argv = command_argv(services["backend"])
+    assert backend_argv[backend_argv.index("--db") + 1] == "/app/data/backend.sqlite3"  # SQLite, in the app dir
     app_dir = tmp_path / "app"
     for directory in ("data", "runs"):
         (app_dir / directory).mkdir(parents=True)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from importlib import resources
@@ -19,7 +21,13 @@ import pytest
 from starlette.routing import Match
 
 from launcher.cli.scenario import load_scenario
-from tests.deploy.conftest import documented_offline_env
+from launcher.ports import free_ports
+from tests.deploy.conftest import (
+    POSTGRES_KEYS,
+    POSTGRES_TEST_PASSWORD,
+    documented_offline_env,
+    documented_postgres_env,
+)
 from tests.deploy.deploy_support import (
     AGENT_CARD_PATH,
     BYO_FILE,
@@ -29,16 +37,19 @@ from tests.deploy.deploy_support import (
     DOCKERFILE,
     DOCKERIGNORE,
     ENV_EXAMPLE,
+    PG_ISREADY_OPTIONS,
     REPO,
     CommandRejected,
     MissingVariable,
     ParsedCommand,
     active_services,
     command_argv,
+    compose_profiles,
     healthcheck_argv,
     interpolate,
     merge_compose,
     parse_command,
+    parse_pg_isready,
     project_scripts,
     read_env_file,
     strings_of,
@@ -52,6 +63,12 @@ SECRET_VALUE = re.compile(
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----|Bearer\s+[A-Za-z0-9._-]{12,})"
 )
 LONG_RUNNING = ("backend", "green", "white")
+SQLITE_DB = "/app/data/backend.sqlite3"
+"""The backend's database without the postgres profile: SQLite on the backend-data volume."""
+PASSWORD_ALIASES = {"PGPASSWORD": "POSTGRES_PASSWORD"}
+"""Secret environment entries fed from a secret variable of another name: libpq reads PGPASSWORD, the postgres
+image POSTGRES_PASSWORD, and one .env value sets both."""
+DEPLOY_DOC = REPO / "docs" / "deploy.md"
 
 
 def compose_schema() -> dict[str, Any]:
@@ -66,16 +83,27 @@ def schema_errors(document: dict[str, Any]) -> list[str]:
 
 
 def deployments(compose_raw: dict[str, Any], byo_raw: dict[str, Any]) -> dict[str, tuple[dict[str, Any], set[str]]]:
-    """Every way the files are used: name -> (substituted project, active profiles)."""
+    """Every way the files are used: name -> (substituted project, active profiles).
+
+    Profiles are what Compose would activate for that environment and those ``--profile`` options."""
     example = read_env_file(ENV_EXAMPLE)
     offline = documented_offline_env()
+    postgres = documented_postgres_env()
     byo = merge_compose(compose_raw, byo_raw)
+    byo_url = {**example, "BYO_WHITE_URL": "http://host.docker.internal:8080"}
+    byo_image = {**example, "BYO_WHITE_IMAGE": "ghcr.io/someone/agent:1"}
+    byo_image_postgres = {**postgres, "BYO_WHITE_IMAGE": "ghcr.io/someone/agent:1"}
     return {
-        "no .env": (interpolate(compose_raw, {}), set()),
-        ".env.example": (interpolate(compose_raw, example), set()),
-        "offline (documented)": (interpolate(compose_raw, offline), set()),
-        "byo url": (interpolate(byo, {**example, "BYO_WHITE_URL": "http://host.docker.internal:8080"}), set()),
-        "byo image": (interpolate(byo, {**example, "BYO_WHITE_IMAGE": "ghcr.io/someone/agent:1"}), {"byo-image"}),
+        "no .env": (interpolate(compose_raw, {}), compose_profiles({})),
+        ".env.example": (interpolate(compose_raw, example), compose_profiles(example)),
+        "offline (documented)": (interpolate(compose_raw, offline), compose_profiles(offline)),
+        "postgres (documented)": (interpolate(compose_raw, postgres), compose_profiles(postgres)),
+        "byo url": (interpolate(byo, byo_url), compose_profiles(byo_url)),
+        "byo image": (interpolate(byo, byo_image), compose_profiles(byo_image, ["byo-image"])),
+        "byo image + postgres": (
+            interpolate(byo, byo_image_postgres),
+            compose_profiles(byo_image_postgres, ["byo-image", "postgres"]),
+        ),
     }
 
 
@@ -93,6 +121,19 @@ def parsed_services(project: dict[str, Any], profiles: set[str]) -> dict[str, Pa
 
 
 # -- the variable-substitution helper itself (so that the checks below check what Compose would see) ---------------
+
+
+def test_profiles_follow_compose_rules() -> None:
+    assert compose_profiles({}) == set()
+    assert compose_profiles({"COMPOSE_PROFILES": ""}) == set()
+    assert compose_profiles({"COMPOSE_PROFILES": "postgres, byo-image"}) == {"postgres", "byo-image"}
+    # One --profile on the command line and COMPOSE_PROFILES (from the shell or .env) is ignored, not merged.
+    assert compose_profiles({"COMPOSE_PROFILES": "postgres"}, ["byo-image"]) == {"byo-image"}
+    project = {"services": {"always": {}, "db": {"profiles": ["postgres"]}, "x": {"profiles": ["a", "b"]}}}
+    assert set(active_services(project)) == {"always"}
+    assert set(active_services(project, {"postgres"})) == {"always", "db"}
+    assert set(active_services(project, {"b"})) == {"always", "x"}
+    assert set(active_services(project, {"*"})) == {"always", "db", "x"}
 
 
 def test_substitution_follows_compose_rules() -> None:
@@ -145,7 +186,10 @@ def test_check_jsonschema_accepts_both_files() -> None:
 
 
 def test_every_variable_has_a_default_or_is_optional(compose_raw: dict[str, Any], byo_raw: dict[str, Any]) -> None:
-    # `docker compose up` with no .env at all must work (the offline kinds need no key): nothing is required.
+    # `docker compose up` with no .env at all must work (the offline kinds need no key): nothing is required. This
+    # holds for services behind a profile too: Compose substitutes the whole file before it applies profiles, so a
+    # ${POSTGRES_PASSWORD:?} would stop every `docker compose up`, not only those with the postgres profile (the
+    # postgres image refuses an empty password instead).
     for document in (compose_raw, byo_raw):
         for text in strings_of(document):
             for name, op, _ in variable_references(text):
@@ -278,10 +322,12 @@ def test_ports_follow_the_agentbeats_conventions_and_agree(projects: dict[str, A
 
 
 def health_targets(project: dict[str, Any], profiles: set[str]) -> dict[str, list[str]]:
-    """Service -> the URLs its health check probes (checked to be a Python urllib probe run by `python -c`)."""
+    """Service -> the URLs its health check probes (checked to be a Python urllib probe run by `python -c`), for the
+    services that run our image (the postgres service's pg_isready check is tested on its own)."""
     targets: dict[str, list[str]] = {}
+    ours = arena_image_services(project)
     for name, service in active_services(project, profiles).items():
-        if "healthcheck" not in service:
+        if "healthcheck" not in service or name not in ours:
             continue
         argv = healthcheck_argv(service)
         assert argv[:2] == ["python", "-c"], f"{name}: the slim image has no curl; probe with python -c"
@@ -345,7 +391,8 @@ def test_secret_variables_are_passed_by_name_only(compose_raw: dict[str, Any], b
             assert isinstance(environment, dict), f"{name}: environment as a mapping"
             for key, value in environment.items():
                 if SECRET_NAME.search(key):
-                    assert value == f"${{{key}:-}}", f"{name}: {key} must be passed through as ${{{key}:-}}"
+                    source = PASSWORD_ALIASES.get(key, key)
+                    assert value == f"${{{source}:-}}", f"{name}: {key} must be passed through as ${{{source}:-}}"
 
 
 def test_no_secret_value_is_written_anywhere() -> None:
@@ -476,10 +523,25 @@ def test_dockerfile_copies_every_package_and_only_what_the_context_holds() -> No
     assert {"pyproject.toml", pyproject["project"]["readme"], "scenarios"} <= copied
 
 
+def arena_image_services(document: dict[str, Any]) -> dict[str, Any]:
+    """The services that run this project's image (built from the Dockerfile), not a third-party one."""
+    return {
+        name: service
+        for name, service in document["services"].items()
+        if "build" in service or "ARENA_IMAGE" in str(service.get("image", ""))
+    }
+
+
+def test_arena_image_services_are_the_project_ones(compose_raw: dict[str, Any]) -> None:
+    assert set(arena_image_services(compose_raw)) == {*LONG_RUNNING, "register"}
+
+
 def test_runtime_directories_exist_writable_for_the_user_before_volumes_mount(compose_raw: dict[str, Any]) -> None:
     runtime = " ".join(dockerfile_stages()[-1])
     targets = {
-        volume.split(":")[1] for service in compose_raw["services"].values() for volume in service.get("volumes", [])
+        volume.split(":")[1]
+        for service in arena_image_services(compose_raw).values()
+        for volume in service.get("volumes", [])
     }
     for target in targets:
         assert "mkdir -p" in runtime and target in runtime.split("mkdir -p", 1)[1].split("&&")[0], target
@@ -499,7 +561,8 @@ def test_healthcheck_python_is_the_image_python(compose_raw: dict[str, Any]) -> 
     # PATH puts the virtual environment first, so `python` in a health check is the one with the project.
     runtime = " ".join(dockerfile_stages()[-1])
     assert "PATH=/opt/arena/bin:$PATH" in runtime
-    assert all(healthcheck_argv(s)[0] == "python" for s in compose_raw["services"].values() if "healthcheck" in s)
+    services = arena_image_services(compose_raw).values()
+    assert all(healthcheck_argv(s)[0] == "python" for s in services if "healthcheck" in s)
 
 
 # -- volumes, dependencies, restarts ------------------------------------------------------------------------------
@@ -517,7 +580,7 @@ def test_volumes_are_declared_used_and_hold_what_the_commands_write(projects: di
     assert declared == {source for mounts in used.values() for source in mounts}
     parsed = parsed_services(project, profiles)
     db = str(parsed["backend"].wrapped.options["db"])  # type: ignore[union-attr]
-    assert db.startswith(used["backend"]["backend-data"] + "/")
+    assert db == SQLITE_DB and db.startswith(used["backend"]["backend-data"] + "/")
     runs_dir = str(parsed["green"].wrapped.options["runs_dir"])  # type: ignore[union-attr]
     assert runs_dir == used["green"]["green-runs"]
     assert str(parsed["green"].options["log_dir"]).startswith(runs_dir + "/")
@@ -640,3 +703,180 @@ def test_readme_states_the_compose_version_the_files_need() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert re.search(r"Compose v2\.20 or newer", readme)
     assert re.search(r"docker-compose`? 1\.29", readme)
+
+
+# -- PostgreSQL: the postgres profile -------------------------------------------------------------------------------
+
+
+def option_value(argv: list[str], option: str) -> str:
+    """The token after ``option`` in ``argv`` (exactly one occurrence): what Compose hands the program."""
+    assert argv.count(option) == 1, f"{option} given {argv.count(option)} times in {argv}"
+    return argv[argv.index(option) + 1]
+
+
+def backend_db(project: dict[str, Any], profiles: set[str]) -> tuple[ParsedCommand, str]:
+    """The backend's command as ``python -m battle_backend`` parsed it, and its --db argument as Compose passes it."""
+    backend = parsed_services(project, profiles)["backend"].wrapped
+    assert backend is not None and backend.program == "python -m battle_backend"
+    return backend, option_value(backend.argv, "--db")
+
+
+POSTGRES_DEPLOYMENTS = ("postgres (documented)", "byo image + postgres")
+OFFICIAL_POSTGRES_IMAGE = r"postgres:(?P<major>\d+)(?:\.\d+)*(?:-alpine[\d.]*|-bookworm|-trixie)?"
+
+
+def test_postgres_service_is_the_pinned_official_image_with_a_volume_a_health_check_and_no_host_port(
+    projects: dict[str, Any],
+) -> None:
+    for deployment in POSTGRES_DEPLOYMENTS:
+        project, profiles = projects[deployment]
+        active = active_services(project, profiles)
+        assert "postgres" in active, deployment
+        postgres = active["postgres"]
+        assert postgres["profiles"] == ["postgres"]
+        # The official image (Docker Hub's library/postgres), pinned to one major version: a new major version cannot
+        # read the old one's data directory (pg_dump and pg_restore, or pg_upgrade, move it).
+        image = re.fullmatch(OFFICIAL_POSTGRES_IMAGE, postgres["image"])
+        assert image, f"{deployment}: {postgres['image']!r} is not the official image pinned to a major version"
+        assert "build" not in postgres and "command" not in postgres and "entrypoint" not in postgres
+        assert postgres["restart"] == "unless-stopped"
+        assert "ports" not in postgres, "the database is reached on the Compose network only"
+        assert [int(port) for port in postgres["expose"]] == [5432]
+        environment = postgres["environment"]
+        assert environment["POSTGRES_USER"] == environment["POSTGRES_DB"] == "arena"
+        assert environment["POSTGRES_PASSWORD"] == POSTGRES_TEST_PASSWORD
+        # Its data on a named volume, at the image's PGDATA (/var/lib/postgresql/data up to major version 17; 18
+        # moved it, so a bump of the pin has to move the volume too).
+        assert int(image.group("major")) <= 17
+        mounts = dict(volume.split(":")[:2] for volume in postgres["volumes"])
+        assert mounts == {"postgres-data": "/var/lib/postgresql/data"}
+        assert "postgres-data" in project["volumes"]
+        # The health check: pg_isready (which the image ships) for the configured user and database, over TCP inside
+        # its own container.
+        check = parse_pg_isready(healthcheck_argv(postgres))
+        assert check["username"] == environment["POSTGRES_USER"]
+        assert check["dbname"] == environment["POSTGRES_DB"]
+        assert check["host"] == "127.0.0.1" and check["port"] in (None, 5432)
+        # Still only the backend's web page is published on the host.
+        assert [name for name, service in active.items() if service.get("ports")] == ["backend"]
+
+
+def test_postgres_profile_points_the_backend_at_the_database_with_a_url_without_password(
+    projects: dict[str, Any],
+) -> None:
+    for deployment in POSTGRES_DEPLOYMENTS:
+        project, profiles = projects[deployment]
+        active = active_services(project, profiles)
+        _, db = backend_db(project, profiles)  # the real parser accepted the command line
+        url = urlsplit(db)
+        assert url.scheme == "postgresql", f"{deployment}: --db {db}"
+        assert url.password is None and ":" not in url.netloc.partition("@")[0], f"{deployment}: password in {db}"
+        assert "password" not in url.query.lower()
+        postgres = active["postgres"]
+        assert url.hostname == "postgres" and url.port in [int(port) for port in postgres["expose"]]
+        assert url.username == postgres["environment"]["POSTGRES_USER"]
+        assert url.path == "/" + postgres["environment"]["POSTGRES_DB"]
+        assert depends(active["backend"])["postgres"] == {"condition": "service_healthy", "required": False}
+
+
+def test_the_backend_parser_reads_the_postgres_url_as_a_database_url(projects: dict[str, Any]) -> None:
+    """Needs the backend's PostgreSQL command line (`--db` takes a SQLite path or a postgresql:// URL). A parser that
+    reads --db as a Path turns ``postgresql://arena@postgres:5432/arena`` into ``postgresql:/arena@...``."""
+    project, profiles = projects["postgres (documented)"]
+    backend, db = backend_db(project, profiles)
+    value = backend.options["db"]
+    parsed, expected = urlsplit(str(value)), urlsplit(db)
+    seen = (parsed.scheme, parsed.username, parsed.password, parsed.hostname, parsed.port, parsed.path)
+    assert seen[0] in ("postgresql", "postgres"), f"--db {db} parsed as {value!r}"
+    assert seen[1:] == (expected.username, None, expected.hostname, expected.port, expected.path), (
+        f"--db {db} parsed as {value!r}: not the database URL"
+    )
+    # ... and main() turns it into the settings of a PostgreSQL store, not of a SQLite file named like the URL.
+    assert backend.settings.db_url == db
+
+
+def test_a_database_url_the_backend_does_not_support_is_rejected() -> None:
+    argv = ["arena", "backend", "--port", "9000", "--db", "mysql://arena@db:3306/arena"]
+    with pytest.raises(CommandRejected):
+        parse_command(argv)
+
+
+def test_the_database_password_reaches_the_backend_only_through_pgpassword(projects: dict[str, Any]) -> None:
+    project, profiles = projects["postgres (documented)"]
+    active = active_services(project, profiles)
+    # In the whole substituted project the password is exactly two environment values: the image's and libpq's.
+    assert [text for text in strings_of(project) if POSTGRES_TEST_PASSWORD in text] == [POSTGRES_TEST_PASSWORD] * 2
+    assert active["postgres"]["environment"]["POSTGRES_PASSWORD"] == POSTGRES_TEST_PASSWORD
+    assert active["backend"]["environment"]["PGPASSWORD"] == POSTGRES_TEST_PASSWORD
+    # ... so never on a command line or in a health check, in any deployment.
+    for deployment, (each, each_profiles) in projects.items():
+        for name, service in active_services(each, each_profiles).items():
+            argv = command_argv(service) if "command" in service else []
+            argv += healthcheck_argv(service) if "healthcheck" in service else []
+            assert not [token for token in argv if POSTGRES_TEST_PASSWORD in token], f"{deployment}/{name}"
+
+
+def test_libpq_takes_the_password_from_pgpassword_as_the_url_has_none(
+    projects: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What psycopg (libpq) makes of the documented URL and the backend's environment."""
+    from psycopg import pq
+
+    project, profiles = projects["postgres (documented)"]
+    _, db = backend_db(project, profiles)
+    given = {option.keyword.decode(): option.val for option in pq.Conninfo.parse(db.encode())}
+    assert given["password"] is None
+    assert (given["user"], given["host"], given["port"], given["dbname"]) == (b"arena", b"postgres", b"5432", b"arena")
+    monkeypatch.setenv("PGPASSWORD", active_services(project, profiles)["backend"]["environment"]["PGPASSWORD"])
+    defaults = {option.keyword.decode(): option for option in pq.Conninfo.get_defaults()}
+    assert defaults["password"].envvar == b"PGPASSWORD"
+    assert defaults["password"].val == POSTGRES_TEST_PASSWORD.encode()
+
+
+def test_without_the_profile_the_backend_uses_sqlite_on_its_volume_and_postgres_stays_off(
+    projects: dict[str, Any],
+) -> None:
+    without = [name for name, (_, profiles) in projects.items() if "postgres" not in profiles]
+    assert len(without) >= 5
+    for deployment in without:
+        project, profiles = projects[deployment]
+        active = active_services(project, profiles)
+        assert "postgres" not in active, deployment
+        backend, db = backend_db(project, profiles)
+        assert db == SQLITE_DB and str(backend.options["db"]) == SQLITE_DB, deployment
+        assert backend.settings.db_url is None and str(backend.settings.db_path) == SQLITE_DB, deployment
+        assert f"backend-data:{SQLITE_DB.rsplit('/', 1)[0]}" in active["backend"]["volumes"]
+        # The backend starts alone: its wait for the database is optional.
+        assert depends(active["backend"])["postgres"]["required"] is False
+        assert active["backend"]["environment"]["PGPASSWORD"] == ""
+
+
+def test_env_example_and_the_docs_show_the_same_postgres_switch() -> None:
+    env = documented_postgres_env()
+    assert compose_profiles(env) == {"postgres"}
+    assert read_env_file(ENV_EXAMPLE)["ARENA_BACKEND_DB"] == "", "SQLite stays the default"
+    doc = DEPLOY_DOC.read_text(encoding="utf-8")
+    for key in POSTGRES_KEYS:
+        assert f"{key}={env[key]}" in doc, f"docs/deploy.md does not show {key}={env[key]}"
+    assert "POSTGRES_PASSWORD=" in doc
+
+
+PG_ISREADY = shutil.which("pg_isready")
+
+
+@pytest.mark.skipif(PG_ISREADY is None, reason="PostgreSQL's client programs (pg_isready) are not installed")
+def test_pg_isready_accepts_the_health_check_and_the_mirror_knows_its_options(compose_raw: dict[str, Any]) -> None:
+    assert PG_ISREADY is not None
+    shown = subprocess.run([PG_ISREADY, "--help"], capture_output=True, text=True, timeout=30, check=True).stdout
+    assert set(re.findall(r"--[a-z]+", shown)) - {"--help", "--version"} == set(PG_ISREADY_OPTIONS)
+    argv = healthcheck_argv(compose_raw["services"]["postgres"])
+    assert argv[0] == "pg_isready"
+    # Exit codes: 0 accepting, 1 rejecting, 2 no response, 3 no attempt (e.g. bad options). Against a port nobody
+    # listens on, the health check's own options give 2; an unknown option gives 3.
+    env = {**os.environ, "PGPORT": str(free_ports(1)[0]), "PGCONNECT_TIMEOUT": "2"}
+    run = subprocess.run([PG_ISREADY, *argv[1:]], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert run.returncode == 2, run.stdout + run.stderr
+    bad = [PG_ISREADY, *argv[1:], "--no-such-option"]
+    assert subprocess.run(bad, env=env, capture_output=True, timeout=30, check=False).returncode == 3
+    with pytest.raises(CommandRejected):
+        parse_pg_isready([*argv, "--no-such-option"])

@@ -20,7 +20,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx
 import openai
@@ -220,7 +220,7 @@ class FinanceAgent:
                 base_url=self._settings.base_url,
                 max_retries=0,
                 timeout=self._settings.request_timeout_s,
-                http_client=http_client,
+                http_client=cast(Any, http_client),  # openai >= 3.5x types httpx2 but takes httpx clients too
             )
 
     async def reply(self, context_id: str, turn: GreenTurn) -> AgentReply:

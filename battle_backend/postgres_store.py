@@ -1,0 +1,714 @@
+"""PostgreSQL implementation of `BattleStore`: one database server shared by several backend replicas.
+
+Why it looks like this:
+- psycopg 3's asyncio connections from a pool: every query is awaited on the event loop without a thread, and a
+  replica holds a bounded number of connections (``pool_max``) however many requests arrive.
+- One transaction per call. Whatever must hold across replicas is decided inside it by the database: the battle's
+  row is locked first (``SELECT ... FOR UPDATE``), so its next sequence number, its state (one accepted result) and
+  its token are read and written by one transaction at a time, whichever replica received the event; agent rows are
+  then locked in one statement in ``agent_id`` order, so two transactions can never wait on each other in a cycle.
+  A deadlock or serialization failure the database still reports is retried (a few times) from the start.
+- Every committed change sends ``NOTIFY arena_changes`` from inside its transaction (delivered only if it commits,
+  in commit order): each replica LISTENs on a connection of its own (:mod:`battle_backend.postgres_listener`) and
+  hands the other replicas' changes to its live views and scheduler (see ``set_notice_handler``).
+- Replicas: ``replicas`` holds each one's heartbeat (the database's clock); a battle's ``owner`` is the replica that
+  started it. ``claim_orphaned_battles`` moves the running battles of a replica whose lease expired, or which shut
+  down (it deletes its row), to the caller, with ``FOR UPDATE SKIP LOCKED`` so two claimers never take the same one.
+- The schema is Alembic's (:mod:`battle_backend.postgres_schema`), migrated on ``open`` in a worker thread.
+
+Values are kept exactly as the SQLite store keeps them (JSON text from :mod:`battle_backend.stored_json`, read back
+by :mod:`battle_backend.stored_rows`), so both stores answer the same battle the same way. Decoding many or large
+JSON values runs in a worker thread, so a multi-megabyte result never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio.to_thread
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from battle_backend import postgres_schema
+from battle_backend.elo import INITIAL_RATING
+from battle_backend.postgres_listener import CHANNEL, NoticeListener, notice_payload
+from battle_backend.records import (
+    OPEN_STATES,
+    AgentRecord,
+    BattleHistoryEntry,
+    BattleRecord,
+    BattleState,
+    EventRecord,
+    FinishSpec,
+    system_event,
+    utc_now_iso,
+)
+from battle_backend.security import tokens_match
+from battle_backend.store import (
+    AgentDeleteOutcome,
+    BattleClosed,
+    BattleExists,
+    BattleNotFound,
+    DuplicateEvent,
+    NoticeHandler,
+    StartOutcome,
+    TokenRejected,
+    WriteFailed,
+)
+from battle_backend.stored_json import dumps
+from battle_backend.stored_rows import (
+    BATTLE_COLUMNS,
+    Row,
+    agent_record,
+    battle_record,
+    event_record,
+    history_entry,
+)
+from battle_backend.transition_rules import (
+    AgentFacts,
+    PoolMember,
+    choose_green,
+    error_outcome,
+    finish_outcome,
+    participant_ids,
+    plan_outcomes,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Conn = psycopg.AsyncConnection[dict[str, Any]]
+
+RETRIED_ERRORS = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+"""Failures of a transaction that say nothing about the write itself: it is run again from the start."""
+TRANSACTION_ATTEMPTS = 4
+INLINE_DECODE_CHARS = 64 * 1024
+"""Rows whose JSON text is smaller than this in all are decoded on the event loop; larger ones in a worker thread."""
+BATTLE_ROW = "SELECT battle_id, green_agent_id, opponents, state, battle_token, last_seq, green_pool FROM battles"
+
+
+def is_postgres_url(value: str) -> bool:
+    """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return value.startswith(("postgresql://", "postgres://"))
+
+
+def safe_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for logs and /health)."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql://(unparseable URL)"
+    host = params.get("host", "")
+    port = params.get("port", "")
+    user = params.get("user", "")
+    dbname = params.get("dbname", "")
+    secret = ":***" if params.get("password") else ""
+    where = f"{host}:{port}" if port else str(host)
+    return f"postgresql://{user}{secret}{'@' if user else ''}{where}/{dbname}"
+
+
+class PostgresStore:
+    """`BattleStore` on a PostgreSQL database that several replicas may share."""
+
+    def __init__(self, url: str, *, pool_min: int = 1, pool_max: int = 10, replica_name: str = "") -> None:
+        if not is_postgres_url(url):
+            raise ValueError("a PostgreSQL store needs a postgresql:// URL")
+        self._url = url
+        self._conninfo = make_conninfo(url, application_name="arena-battle-backend")
+        self._replica_id = f"pg-{uuid.uuid4()}"
+        self._replica_name = replica_name
+        self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            self._conninfo,
+            min_size=pool_min,
+            max_size=pool_max,
+            open=False,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            name="arena-battle-store",
+        )
+        self._listener = NoticeListener(self._conninfo, self._replica_id)
+        self._closed = False
+
+    # --- identity -----------------------------------------------------------------------------------------
+    @property
+    def replica_id(self) -> str:
+        """This replica's id (``pg-<uuid>``, new on every start)."""
+        return self._replica_id
+
+    @property
+    def shared(self) -> bool:
+        """Several replicas may use the database at once."""
+        return True
+
+    @property
+    def description(self) -> str:
+        """The database URL without its password."""
+        return f"PostgreSQL {safe_url(self._url)}"
+
+    @property
+    def listener(self) -> NoticeListener:
+        """The LISTEN connection (its counters and state are useful to tests and /health)."""
+        return self._listener
+
+    # --- plumbing -----------------------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Migrate (worker thread, advisory lock), open the pool, register this replica, start listening."""
+        revision = await anyio.to_thread.run_sync(postgres_schema.migrate, self._url)
+        await self._pool.open(wait=True, timeout=30.0)
+        await self.heartbeat()
+        await self._listener.start()
+        logger.info("battle store %s at revision %s (replica %s)", self.description, revision, self._replica_id)
+
+    async def close(self) -> None:
+        """Retire this replica (its running battles become claimable at once), stop listening, close the pool."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            async with self._pool.connection() as conn:
+                await conn.execute("DELETE FROM replicas WHERE replica_id = %s", (self._replica_id,))
+        except psycopg.Error as exc:
+            logger.warning("battle store: could not retire replica %s: %s", self._replica_id, exc)
+        await self._listener.stop()
+        await self._pool.close()
+
+    def set_notice_handler(self, handler: NoticeHandler | None) -> None:
+        """Other replicas' changes go to ``handler`` (on the event loop)."""
+        self._listener.handler = handler
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Conn]:
+        async with self._pool.connection() as conn:
+            yield conn
+
+    async def _write(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run ``fn`` in one transaction (retried from the start on a deadlock or serialization failure); returns
+        once it committed. A store refusal (StoreError) raised by ``fn`` rolls back and propagates; a failure of the
+        database itself becomes WriteFailed (nothing stored)."""
+        for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
+            try:
+                async with self._connection() as conn, conn.transaction():
+                    return await fn(conn)
+            except RETRIED_ERRORS as exc:
+                if attempt == TRANSACTION_ATTEMPTS:
+                    raise WriteFailed(f"the transaction kept failing: {type(exc).__name__}: {exc}") from exc
+                logger.info("battle store: %s, transaction retried (attempt %d)", type(exc).__name__, attempt + 1)
+                await asyncio.sleep(0.005 * attempt)
+            except (psycopg.OperationalError, pg_errors.DataError, pg_errors.IntegrityError) as exc:
+                raise WriteFailed(f"{type(exc).__name__}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def _read(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run ``fn`` in one read-only transaction (a consistent snapshot: REPEATABLE READ)."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            return await fn(conn)
+
+    @staticmethod
+    async def _rows(conn: Conn, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict[str, Any]]:
+        cur = await conn.execute(sql, params)
+        return await cur.fetchall()
+
+    @staticmethod
+    async def _row(conn: Conn, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        cur = await conn.execute(sql, params)
+        return await cur.fetchone()
+
+    @staticmethod
+    async def _decode(build: Callable[[], T], size: int) -> T:
+        """Turn rows into records: inline when their JSON is small, in a worker thread when it is not."""
+        if size < INLINE_DECODE_CHARS:
+            return build()
+        return await anyio.to_thread.run_sync(build)
+
+    async def _notify(self, conn: Conn, kind: str, key: str, state: BattleState | None = None) -> None:
+        """Tell the other replicas, when this transaction commits."""
+        payload = notice_payload(self._replica_id, kind, key, state.value if state is not None else None)
+        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+
+    # --- replicas -----------------------------------------------------------------------------------------
+    async def heartbeat(self) -> None:
+        """Insert or renew this replica's row (``heartbeat_at = now()`` on the database's clock)."""
+        async with self._connection() as conn:
+            await conn.execute(
+                "INSERT INTO replicas (replica_id, description) VALUES (%s, %s)"
+                " ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = now()",
+                (self._replica_id, self._replica_name),
+            )
+
+    async def claim_orphaned_battles(self, lease_s: float) -> list[str]:
+        """Running battles whose owner is gone (no row, or a heartbeat older than ``lease_s``) become this
+        replica's; rows another claimer holds are skipped, so each battle is claimed once."""
+
+        async def fn(conn: Conn) -> list[str]:
+            rows = await self._rows(
+                conn,
+                "UPDATE battles SET owner = %(me)s WHERE battle_id IN ("
+                "  SELECT b.battle_id FROM battles b"
+                "  WHERE b.state = 'running' AND b.owner IS DISTINCT FROM %(me)s AND NOT EXISTS ("
+                "    SELECT 1 FROM replicas r WHERE r.replica_id = b.owner"
+                "    AND r.heartbeat_at > now() - make_interval(secs => %(lease)s))"
+                "  ORDER BY b.position FOR UPDATE SKIP LOCKED"
+                ") AND state = 'running' RETURNING battle_id, position",
+                {"me": self._replica_id, "lease": float(lease_s)},
+            )
+            return [row["battle_id"] for row in sorted(rows, key=lambda row: row["position"])]
+
+        return await self._write(fn)
+
+    # --- agents -------------------------------------------------------------------------------------------
+    async def create_agent(self, register_info: dict[str, Any], agent_card: dict[str, Any]) -> AgentRecord:
+        """Store a new agent: unlocked, not ready, rated 1000 unless green."""
+        agent_id = str(uuid.uuid4())
+        is_green = bool(register_info.get("is_green"))
+        rating = None if is_green else INITIAL_RATING
+        created_at = utc_now_iso()
+        pool = (register_info.get("pool") or None) if is_green else None
+
+        async def fn(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO agents (agent_id, register_info, agent_card, elo_rating, created_at, pool)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (agent_id, dumps(register_info), dumps(agent_card), rating, created_at, pool),
+            )
+
+        await self._write(fn)
+        return AgentRecord(
+            agent_id=agent_id,
+            register_info=dict(register_info),
+            agent_card=dict(agent_card),
+            status="unlocked",
+            ready=False,
+            elo_rating=rating,
+            created_at=created_at,
+        )
+
+    async def _history(self, conn: Conn, agent_ids: list[str] | None) -> dict[str, list[BattleHistoryEntry]]:
+        if agent_ids is None:
+            rows = await self._rows(conn, "SELECT * FROM agent_battle_history ORDER BY position")
+        else:
+            rows = await self._rows(
+                conn, "SELECT * FROM agent_battle_history WHERE agent_id = ANY(%s) ORDER BY position", (agent_ids,)
+            )
+        out: dict[str, list[BattleHistoryEntry]] = {}
+        for row in rows:
+            out.setdefault(row["agent_id"], []).append(history_entry(row))
+        return out
+
+    async def get_agent(self, agent_id: str) -> AgentRecord | None:
+        """One agent with its history."""
+
+        async def fn(conn: Conn) -> AgentRecord | None:
+            row = await self._row(conn, "SELECT * FROM agents WHERE agent_id = %s", (agent_id,))
+            if row is None:
+                return None
+            history = await self._history(conn, [agent_id])
+            return agent_record(row, history.get(agent_id, []))
+
+        return await self._read(fn)
+
+    async def list_agents(self) -> list[AgentRecord]:
+        """Every agent, oldest first."""
+
+        async def fn(conn: Conn) -> list[AgentRecord]:
+            history = await self._history(conn, None)
+            rows = await self._rows(conn, "SELECT * FROM agents ORDER BY position")
+            return [agent_record(row, history.get(row["agent_id"], [])) for row in rows]
+
+        return await self._read(fn)
+
+    async def set_agent_ready(self, agent_id: str, ready: bool) -> bool:
+        """Set the ready flag the launcher reports (and tell the replicas waiting for it)."""
+
+        async def fn(conn: Conn) -> bool:
+            cur = await conn.execute("UPDATE agents SET ready = %s WHERE agent_id = %s", (ready, agent_id))
+            if cur.rowcount > 0 and ready:
+                await self._notify(conn, "agent_ready", agent_id)
+            return cur.rowcount > 0
+
+        return await self._write(fn)
+
+    async def delete_agent(self, agent_id: str) -> AgentDeleteOutcome:
+        """Delete an agent and its history unless a battle holds it."""
+
+        async def fn(conn: Conn) -> AgentDeleteOutcome:
+            row = await self._row(conn, "SELECT locked_by FROM agents WHERE agent_id = %s FOR UPDATE", (agent_id,))
+            if row is None:
+                return AgentDeleteOutcome.NOT_FOUND
+            if row["locked_by"]:
+                return AgentDeleteOutcome.LOCKED
+            await conn.execute("DELETE FROM agent_battle_history WHERE agent_id = %s", (agent_id,))
+            await conn.execute("DELETE FROM agents WHERE agent_id = %s", (agent_id,))
+            return AgentDeleteOutcome.DELETED
+
+        return await self._write(fn)
+
+    # --- battles ------------------------------------------------------------------------------------------
+    async def create_battle(
+        self,
+        green_agent_id: str,
+        opponents: list[dict[str, Any]],
+        config: dict[str, Any],
+        backend_url: str | None,
+        *,
+        battle_id: str | None = None,
+        green_pool: str | None = None,
+    ) -> BattleRecord:
+        """Store a queued battle (BattleExists for a given ``battle_id`` the database already holds)."""
+        battle_id = battle_id or str(uuid.uuid4())
+        created_at = utc_now_iso()
+        opponents_text, config_text = dumps(opponents), dumps(config)
+
+        async def fn(conn: Conn) -> None:
+            row = await self._row(
+                conn,
+                "INSERT INTO battles"
+                " (battle_id, green_agent_id, opponents, config, state, created_at, backend_url, green_pool)"
+                " VALUES (%s, %s, %s, %s, 'queued', %s, %s, %s) ON CONFLICT (battle_id) DO NOTHING RETURNING 1 AS ok",
+                (battle_id, green_agent_id, opponents_text, config_text, created_at, backend_url, green_pool),
+            )
+            if row is None:
+                raise BattleExists(battle_id)
+            await self._notify(conn, "battle", battle_id, BattleState.QUEUED)
+
+        await self._write(fn)
+        return BattleRecord(
+            battle_id=battle_id,
+            green_agent_id=green_agent_id,
+            opponents=[dict(op) for op in opponents],
+            config=dict(config),
+            state=BattleState.QUEUED,
+            created_at=created_at,
+            last_seq=0,
+            backend_url=backend_url,
+            green_pool=green_pool,
+        )
+
+    async def _events(self, conn: Conn, battle_id: str, after_seq: int, limit: int | None) -> list[dict[str, Any]]:
+        sql = "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = %s AND seq > %s ORDER BY seq"
+        params: list[Any] = [battle_id, after_seq]
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+        return await self._rows(conn, sql, params)
+
+    async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord | None:
+        """One battle (events included unless asked not to)."""
+
+        async def fn(conn: Conn) -> tuple[Row | None, list[dict[str, Any]]]:
+            row = await self._row(conn, f"SELECT {BATTLE_COLUMNS} FROM battles WHERE battle_id = %s", (battle_id,))
+            if row is None or not include_events:
+                return row, []
+            return row, await self._events(conn, battle_id, 0, None)
+
+        row, events = await self._read(fn)
+        if row is None:
+            return None
+        size = sum(len(event["payload"]) for event in events) + len(row["result"] or "")
+        return await self._decode(
+            lambda: battle_record(row, [event_record(battle_id, event) for event in events]), size
+        )
+
+    async def list_battles(self, *, include_events: bool = False) -> list[BattleRecord]:
+        """Every battle, oldest first."""
+
+        async def fn(conn: Conn) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+            rows = await self._rows(conn, f"SELECT {BATTLE_COLUMNS} FROM battles ORDER BY position")
+            events: dict[str, list[dict[str, Any]]] = {}
+            if include_events:
+                for event in await self._rows(
+                    conn, "SELECT battle_id, seq, payload, received_at FROM battle_events ORDER BY battle_id, seq"
+                ):
+                    events.setdefault(event["battle_id"], []).append(event)
+            return rows, events
+
+        rows, events = await self._read(fn)
+        size = sum(len(row["result"] or "") + len(row["config"]) for row in rows)
+        size += sum(len(event["payload"]) for batch in events.values() for event in batch)
+
+        def build() -> list[BattleRecord]:
+            return [
+                battle_record(
+                    row, [event_record(row["battle_id"], event) for event in events.get(row["battle_id"], [])]
+                )
+                for row in rows
+            ]
+
+        return await self._decode(build, size)
+
+    async def battle_ids_in_state(self, state: BattleState) -> list[str]:
+        """Oldest first: for queued battles this is the queue."""
+
+        async def fn(conn: Conn) -> list[str]:
+            rows = await self._rows(
+                conn, "SELECT battle_id FROM battles WHERE state = %s ORDER BY position", (state.value,)
+            )
+            return [row["battle_id"] for row in rows]
+
+        return await self._read(fn)
+
+    async def list_events(self, battle_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[EventRecord]:
+        """Events after a sequence number (the SSE stream resumes with this)."""
+        rows = await self._read(lambda conn: self._events(conn, battle_id, after_seq, limit))
+        size = sum(len(row["payload"]) for row in rows)
+        return await self._decode(lambda: [event_record(battle_id, row) for row in rows], size)
+
+    # --- transitions (one transaction each, the battle's row locked first) ---------------------------------
+    async def _battle_row(self, conn: Conn, battle_id: str) -> Row | None:
+        return await self._row(conn, f"{BATTLE_ROW} WHERE battle_id = %s FOR UPDATE", (battle_id,))
+
+    async def _append(
+        self,
+        conn: Conn,
+        battle_id: str,
+        last_seq: int,
+        payload_text: str,
+        payload: dict[str, Any],
+        event_id: str | None,
+    ) -> EventRecord:
+        seq = last_seq + 1
+        received_at = utc_now_iso()
+        await conn.execute("UPDATE battles SET last_seq = %s WHERE battle_id = %s", (seq, battle_id))
+        await conn.execute(
+            "INSERT INTO battle_events (battle_id, seq, payload, received_at, event_id) VALUES (%s, %s, %s, %s, %s)",
+            (battle_id, seq, payload_text, received_at, event_id),
+        )
+        return EventRecord(battle_id=battle_id, seq=seq, payload=payload, received_at=received_at)
+
+    async def _lock_agents(self, conn: Conn, agent_ids: list[str], pool: str | None = None) -> list[dict[str, Any]]:
+        """Lock the rows of these agents (and of every member of ``pool``) in one statement, in agent_id order."""
+        return await self._rows(
+            conn,
+            "SELECT agent_id, locked_by, register_info, agent_card, elo_rating, pool, position FROM agents"
+            " WHERE agent_id = ANY(%s) OR (%s::text IS NOT NULL AND pool = %s) ORDER BY agent_id FOR UPDATE",
+            (agent_ids, pool, pool),
+        )
+
+    async def _participants(self, conn: Conn, row: Row) -> tuple[list[dict[str, Any]], dict[str, AgentFacts]]:
+        """The battle's opponents and its participants that still exist, their rows locked."""
+        opponents = json.loads(row["opponents"])
+        ids = participant_ids(row["green_agent_id"], opponents)
+        agents = {
+            agent["agent_id"]: AgentFacts(
+                agent_id=agent["agent_id"],
+                register_info=json.loads(agent["register_info"]),
+                agent_card=json.loads(agent["agent_card"]),
+                elo_rating=agent["elo_rating"],
+            )
+            for agent in await self._lock_agents(conn, ids)
+        }
+        return opponents, agents
+
+    async def _record_outcomes(
+        self,
+        conn: Conn,
+        row: Row,
+        opponents: list[dict[str, Any]],
+        agents: dict[str, AgentFacts],
+        outcome: Callable[[str], tuple[str, int]],
+    ) -> None:
+        """History entries and rating changes for every participant, then release the battle's locks."""
+        battle_id = row["battle_id"]
+        now = utc_now_iso()
+        opponent_ids = dumps([str(op["agent_id"]) for op in opponents])
+        for entry in plan_outcomes(row["green_agent_id"], opponents, agents, outcome):
+            await conn.execute(
+                "UPDATE agents SET elo_rating = %s WHERE agent_id = %s AND elo_rating IS NOT NULL",
+                (entry.final_rating, entry.agent_id),
+            )
+            await conn.execute(
+                "INSERT INTO agent_battle_history"
+                " (agent_id, battle_id, result, elo_change, final_rating, opponents, green_agent_id, timestamp)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (agent_id, battle_id) DO NOTHING",
+                (
+                    entry.agent_id,
+                    battle_id,
+                    entry.result,
+                    entry.elo_change,
+                    entry.final_rating,
+                    opponent_ids,
+                    row["green_agent_id"],
+                    now,
+                ),
+            )
+        await conn.execute("UPDATE agents SET locked_by = NULL, ready = FALSE WHERE locked_by = %s", (battle_id,))
+
+    async def _finish(self, conn: Conn, row: Row, spec: FinishSpec, result_text: str) -> None:
+        """Finish: result, ELO (none when ``spec.rated`` is False), history, unlock, notice."""
+        opponents, agents = await self._participants(conn, row)
+        outcome = finish_outcome(spec, row["green_agent_id"], opponents, agents)
+        await self._record_outcomes(conn, row, opponents, agents, outcome)
+        await conn.execute(
+            "UPDATE battles SET state = 'finished', result = %s, finished_at = %s WHERE battle_id = %s",
+            (result_text, utc_now_iso(), row["battle_id"]),
+        )
+        await self._notify(conn, "battle", row["battle_id"], BattleState.FINISHED)
+
+    async def append_event(
+        self,
+        battle_id: str,
+        payload: dict[str, Any],
+        *,
+        finish: FinishSpec | None = None,
+        presented_token: str | None = None,
+        enforce_token: bool = False,
+        event_id: str | None = None,
+    ) -> EventRecord:
+        """One event, one row, one transaction (finishing the battle too when ``finish`` is given). The battle's row
+        lock orders concurrent appends from every replica; the unique index on (battle_id, event_id) backs up the
+        duplicate check made under that lock."""
+        if finish is not None:  # a result may be megabytes: encoded off the event loop
+            payload_text, result_text = await anyio.to_thread.run_sync(
+                lambda: (dumps(payload), dumps(finish.result_body()))
+            )
+        else:
+            payload_text, result_text = dumps(payload), ""
+
+        async def fn(conn: Conn) -> EventRecord:
+            row = await self._battle_row(conn, battle_id)
+            if row is None:
+                raise BattleNotFound(battle_id)
+            if presented_token is not None:
+                if not tokens_match(row["battle_token"], presented_token):
+                    raise TokenRejected(battle_id, "the presented battle token is not this battle's")
+            elif enforce_token:
+                raise TokenRejected(battle_id, "no battle token was presented")
+            if event_id is not None:
+                stored = await self._row(
+                    conn,
+                    "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = %s AND event_id = %s",
+                    (battle_id, event_id),
+                )
+                if stored is not None:
+                    raise DuplicateEvent(event_record(battle_id, stored), event_id)
+            state = BattleState(row["state"])
+            if state.is_terminal:
+                raise BattleClosed(battle_id, state)
+            record = await self._append(conn, battle_id, row["last_seq"], payload_text, payload, event_id)
+            if finish is not None:
+                await self._finish(conn, row, finish, result_text)
+            else:
+                await self._notify(conn, "battle", battle_id)
+            return record
+
+        return await self._write(fn)
+
+    async def start_battle(self, battle_id: str, battle_token: str) -> StartOutcome:
+        """queued -> running with every participant locked and this replica the owner, or an outcome saying why
+        not. The battle's row lock makes the start happen once, whichever replicas try."""
+        started = system_event("Battle started")
+
+        async def fn(conn: Conn) -> StartOutcome:
+            row = await self._battle_row(conn, battle_id)
+            if row is None or row["state"] != BattleState.QUEUED.value:
+                return StartOutcome.NOT_QUEUED
+            opponents = json.loads(row["opponents"])
+            pool = row["green_pool"]
+            candidates = participant_ids(row["green_agent_id"], opponents)
+            locked = {agent["agent_id"]: agent for agent in await self._lock_agents(conn, candidates, pool)}
+            green_id = row["green_agent_id"]
+            if pool is not None:
+                members = sorted((a for a in locked.values() if a["pool"] == pool), key=lambda a: a["position"])
+                if not members:
+                    return StartOutcome.MISSING_AGENT
+                chosen = choose_green(green_id, [PoolMember(m["agent_id"], bool(m["locked_by"])) for m in members])
+                if chosen is None:
+                    return StartOutcome.AGENTS_BUSY
+                green_id = chosen
+            ids = participant_ids(green_id, opponents)
+            if any(agent_id not in locked for agent_id in ids):
+                return StartOutcome.MISSING_AGENT
+            if any(locked[agent_id]["locked_by"] for agent_id in ids):
+                return StartOutcome.AGENTS_BUSY
+            await conn.execute(
+                "UPDATE agents SET locked_by = %s, ready = FALSE WHERE agent_id = ANY(%s)", (battle_id, ids)
+            )
+            await conn.execute(
+                "UPDATE battles SET state = 'running', started_at = %s, battle_token = %s, owner = %s,"
+                " green_agent_id = %s WHERE battle_id = %s",
+                (utc_now_iso(), battle_token, self._replica_id, green_id, battle_id),
+            )
+            record = await self._append(conn, battle_id, row["last_seq"], dumps(started), started, None)
+            agents_locked = system_event("Agents locked", {"agent_ids": ids})
+            await self._append(conn, battle_id, record.seq, dumps(agents_locked), agents_locked, None)
+            await self._notify(conn, "battle", battle_id, BattleState.RUNNING)
+            return StartOutcome.STARTED
+
+        return await self._write(fn)
+
+    async def set_deadline(self, battle_id: str, deadline_at: float, battle_timeout: float) -> bool:
+        """Persist the timeout so that whichever replica owns the battle next re-arms it."""
+
+        async def fn(conn: Conn) -> bool:
+            cur = await conn.execute(
+                "UPDATE battles SET deadline_at = %s, battle_timeout = %s WHERE battle_id = %s AND state = 'running'",
+                (deadline_at, battle_timeout, battle_id),
+            )
+            return cur.rowcount > 0
+
+        return await self._write(fn)
+
+    async def fail_battle(
+        self, battle_id: str, reason: str, *, from_states: Sequence[BattleState] = OPEN_STATES
+    ) -> bool:
+        """-> error, atomically with the system event, error history and unlock."""
+        event = system_event(f"Battle error: {reason}")
+
+        async def fn(conn: Conn) -> bool:
+            row = await self._battle_row(conn, battle_id)
+            if row is None or BattleState(row["state"]) not in from_states:
+                return False
+            await self._append(conn, battle_id, row["last_seq"], dumps(event), event, None)
+            opponents, agents = await self._participants(conn, row)
+            await self._record_outcomes(conn, row, opponents, agents, error_outcome)
+            await conn.execute(
+                "UPDATE battles SET state = 'error', error = %s, finished_at = %s WHERE battle_id = %s",
+                (reason, utc_now_iso(), battle_id),
+            )
+            await self._notify(conn, "battle", battle_id, BattleState.ERROR)
+            return True
+
+        return await self._write(fn)
+
+    async def finish_battle(
+        self,
+        battle_id: str,
+        finish: FinishSpec,
+        event: dict[str, Any],
+        *,
+        from_states: Sequence[BattleState] = (BattleState.RUNNING,),
+    ) -> bool:
+        """-> finished without a posted result (the timeout draw)."""
+        result_text = dumps(finish.result_body())
+
+        async def fn(conn: Conn) -> bool:
+            row = await self._battle_row(conn, battle_id)
+            if row is None or BattleState(row["state"]) not in from_states:
+                return False
+            await self._append(conn, battle_id, row["last_seq"], dumps(event), event, None)
+            await self._finish(conn, row, finish, result_text)
+            return True
+
+        return await self._write(fn)
+
+    async def add_system_event(self, battle_id: str, event: dict[str, Any]) -> EventRecord | None:
+        """Append unless the battle is gone or terminal."""
+        text = dumps(event)
+
+        async def fn(conn: Conn) -> EventRecord | None:
+            row = await self._battle_row(conn, battle_id)
+            if row is None or BattleState(row["state"]).is_terminal:
+                return None
+            record = await self._append(conn, battle_id, row["last_seq"], text, event, None)
+            await self._notify(conn, "battle", battle_id)
+            return record
+
+        return await self._write(fn)

@@ -1,0 +1,350 @@
+"""The storage seam's contract, run against both stores (``store`` fixture: SQLite, then a real PostgreSQL server
+started by the test run): exact JSON, gapless per-battle ordering under concurrency, exactly-once events and
+results, pools, ownership and takeover; then what only the shared store has (notices between replicas, migrations
+under concurrent starts, a lost LISTEN connection).
+
+Waits are bounded only to turn a hang into a failure; nothing asserts on durations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from battle_backend.postgres_schema import SchemaTooNew
+from battle_backend.postgres_store import PostgresStore, safe_url
+from battle_backend.records import BattleState, FinishSpec, system_event
+from battle_backend.sqlite_store import SQLiteStore
+from battle_backend.store import (
+    BattleClosed,
+    BattleExists,
+    BattleStore,
+    DuplicateEvent,
+    StartOutcome,
+    StoreNotice,
+)
+from battle_backend.store_factory import parse_db
+
+REQUIREMENTS = [{"role": "blue_agent", "name": "white_agent", "required": True}]
+
+
+async def _green(store: BattleStore, alias: str = "g", pool: str | None = None) -> str:
+    info: dict[str, Any] = {"alias": alias, "is_green": True, "participant_requirements": REQUIREMENTS}
+    if pool is not None:
+        info["pool"] = pool
+    return (await store.create_agent(info, {"name": alias.upper()})).agent_id
+
+
+async def _white(store: BattleStore, alias: str = "w") -> str:
+    return (await store.create_agent({"alias": alias, "is_green": False}, {"name": alias.upper()})).agent_id
+
+
+def _opponents(white_id: str) -> list[dict[str, Any]]:
+    return [{"name": "white_agent", "agent_id": white_id, "role": "blue_agent"}]
+
+
+async def _running(store: BattleStore, token: str = "tok") -> tuple[str, str, str]:
+    green_id, white_id = await _green(store), await _white(store)
+    battle = await store.create_battle(green_id, _opponents(white_id), {"k": 1}, None)
+    assert await store.start_battle(battle.battle_id, token) is StartOutcome.STARTED
+    return battle.battle_id, green_id, white_id
+
+
+# --- both stores ------------------------------------------------------------------------------------------------
+
+
+async def test_an_event_comes_back_exactly_as_stored(store: BattleStore) -> None:
+    battle_id, _, _ = await _running(store)
+    payload = {
+        "z": 1,
+        "a": "unicode é 漢字 🙂, a NUL \u0000 and quotes \" '",
+        "nested": {"list": [1, 2.5, None, True, {"deep": ["x"]}], "big": 10**40, "neg": -(10**30)},
+        "empty": {},
+        "timestamp": 1764000000.25,
+    }
+    record = await store.append_event(battle_id, payload)
+    stored = (await store.list_events(battle_id, after_seq=record.seq - 1))[0]
+    assert json.dumps(stored.payload) == json.dumps(payload)  # same values, same key order
+    battle = await store.get_battle(battle_id)
+    assert battle is not None and battle.config == {"k": 1} and battle.events[-1].payload == payload
+
+
+async def test_concurrent_appends_get_gapless_sequence_numbers(store: BattleStore) -> None:
+    battle_id, _, _ = await _running(store)
+    records = await asyncio.gather(*(store.append_event(battle_id, {"n": n}) for n in range(200)))
+    assert sorted(r.seq for r in records) == list(range(3, 203))  # 1, 2: "Battle started", "Agents locked"
+    events = await store.list_events(battle_id)
+    assert [e.seq for e in events] == list(range(1, 203))
+    assert sorted(e.payload["n"] for e in events[2:]) == list(range(200))
+    by_seq = {r.seq: r.payload["n"] for r in records}
+    assert all(by_seq[e.seq] == e.payload["n"] for e in events[2:])  # each caller got its own event's number
+    paged = await store.list_events(battle_id, after_seq=100, limit=10)
+    assert [e.seq for e in paged] == list(range(101, 111))
+
+
+async def test_a_key_posted_concurrently_is_stored_once(store: BattleStore) -> None:
+    battle_id, _, _ = await _running(store)
+    outcomes = await asyncio.gather(
+        *(store.append_event(battle_id, {"try": n}, event_id="k-1") for n in range(30)), return_exceptions=True
+    )
+    stored = [o for o in outcomes if not isinstance(o, BaseException)]
+    duplicates = [o for o in outcomes if isinstance(o, DuplicateEvent)]
+    assert len(stored) == 1 and len(duplicates) == 29
+    assert all(d.record.seq == stored[0].seq for d in duplicates)
+    assert len(await store.list_events(battle_id)) == 3
+
+
+async def test_one_result_of_many_concurrent_ones_is_accepted(store: BattleStore) -> None:
+    battle_id, _, white_id = await _running(store)
+    results = await asyncio.gather(
+        *(
+            store.append_event(
+                battle_id,
+                {"is_result": True, "n": n},
+                finish=FinishSpec("white_agent", {"n": n}, "t"),
+                presented_token="tok",
+                enforce_token=True,
+                event_id=f"result-{n}",
+            )
+            for n in range(12)
+        ),
+        return_exceptions=True,
+    )
+    accepted = [r for r in results if not isinstance(r, BaseException)]
+    assert len(accepted) == 1
+    assert all(isinstance(r, BattleClosed) for r in results if isinstance(r, BaseException))
+    battle = await store.get_battle(battle_id)
+    assert battle is not None and battle.state is BattleState.FINISHED
+    assert battle.result is not None and battle.result["detail"] == {"n": accepted[0].payload["n"]}
+    white = await store.get_agent(white_id)
+    assert white is not None and white.elo_rating == 1015 and len(white.history) == 1
+    assert white.status == "unlocked"
+
+
+async def test_a_taken_battle_id_is_refused(store: BattleStore) -> None:
+    green_id, white_id = await _green(store), await _white(store)
+    await store.create_battle(green_id, _opponents(white_id), {}, None, battle_id="imported-1")
+    with pytest.raises(BattleExists):
+        await store.create_battle(green_id, _opponents(white_id), {}, None, battle_id="imported-1")
+    assert [b.battle_id for b in await store.list_battles()] == ["imported-1"]
+
+
+async def test_a_failed_battle_records_errors_and_unlocks(store: BattleStore) -> None:
+    battle_id, green_id, white_id = await _running(store)
+    assert await store.fail_battle(battle_id, "launcher down")
+    battle = await store.get_battle(battle_id)
+    assert battle is not None and battle.state is BattleState.ERROR and battle.error == "launcher down"
+    assert battle.events[-1].payload["message"] == "Battle error: launcher down"
+    for agent_id in (green_id, white_id):
+        agent = await store.get_agent(agent_id)
+        assert agent is not None and agent.status == "unlocked"
+        assert [(h.result, h.elo_change) for h in agent.history] == [("error", 0)]
+    assert await store.add_system_event(battle_id, system_event("late")) is None
+
+
+async def test_lists_keep_insertion_order(store: BattleStore) -> None:
+    ids = [await _white(store, f"w{n}") for n in range(5)]
+    assert [a.agent_id for a in await store.list_agents()] == ids
+    green_id = await _green(store)
+    battles = [(await store.create_battle(green_id, [], {}, None)).battle_id for _ in range(5)]
+    assert [b.battle_id for b in await store.list_battles()] == battles
+    assert await store.battle_ids_in_state(BattleState.QUEUED) == battles
+
+
+async def test_pool_battles_start_on_whichever_member_is_free(store: BattleStore) -> None:
+    first = await _green(store, "g1", pool="tau")
+    second = await _green(store, "g2", pool="tau")
+    outsider = await _green(store, "g3", pool="other")
+    whites = [await _white(store, f"w{n}") for n in range(4)]
+    battles = [
+        (await store.create_battle(first, _opponents(white), {}, None, green_pool="tau")).battle_id
+        for white in whites[:3]
+    ]
+    assert await store.start_battle(battles[0], "t0") is StartOutcome.STARTED
+    assert await store.start_battle(battles[1], "t1") is StartOutcome.STARTED
+    assert await store.start_battle(battles[2], "t2") is StartOutcome.AGENTS_BUSY  # both members busy
+    running = [await store.get_battle(b, include_events=False) for b in battles]
+    assert [b.green_agent_id for b in running if b is not None] == [first, second, first]
+    assert running[2] is not None and running[2].state is BattleState.QUEUED
+    # a battle created for the second member runs there when it is free: after the first battle ends, the queued
+    # one takes the first member (its own), never the outsider of another pool
+    await store.append_event(battles[0], {"is_result": True}, finish=FinishSpec("draw", {}, "t"))
+    assert await store.start_battle(battles[2], "t2") is StartOutcome.STARTED
+    third = await store.get_battle(battles[2], include_events=False)
+    assert third is not None and third.green_agent_id == first and third.green_pool == "tau"
+    outsider_agent = await store.get_agent(outsider)
+    assert outsider_agent is not None and outsider_agent.status == "unlocked"
+    own = await store.create_battle(second, _opponents(whites[3]), {}, None, green_pool="tau")
+    await store.append_event(battles[1], {"is_result": True}, finish=FinishSpec("draw", {}, "t"))
+    assert await store.start_battle(own.battle_id, "t3") is StartOutcome.STARTED
+    started = await store.get_battle(own.battle_id, include_events=False)
+    assert started is not None and started.green_agent_id == second
+
+
+async def test_a_battle_without_a_pool_waits_for_its_own_green_agent(store: BattleStore) -> None:
+    battle_id, green_id, _ = await _running(store)
+    other_white = await _white(store, "w2")
+    queued = await store.create_battle(green_id, _opponents(other_white), {}, None)
+    assert await store.start_battle(queued.battle_id, "t") is StartOutcome.AGENTS_BUSY
+    await store.append_event(battle_id, {"is_result": True}, finish=FinishSpec("draw", {}, "t"))
+    assert await store.start_battle(queued.battle_id, "t") is StartOutcome.STARTED
+
+
+async def test_the_starting_replica_owns_the_battle(store: BattleStore) -> None:
+    battle_id, _, _ = await _running(store)
+    battle = await store.get_battle(battle_id, include_events=False)
+    assert battle is not None and battle.owner == store.replica_id
+    assert await store.claim_orphaned_battles(15.0) == []  # its own battles are never orphans
+
+
+# --- takeover -----------------------------------------------------------------------------------------------------
+
+
+async def test_sqlite_the_next_process_takes_over_every_running_battle(tmp_path: Path) -> None:
+    path = tmp_path / "takeover.sqlite3"
+    first = SQLiteStore(path)
+    await first.open()
+    try:
+        battle_id, _, _ = await _running(first)
+    finally:
+        await first.close()
+    second = SQLiteStore(path)
+    await second.open()
+    try:
+        assert await second.claim_orphaned_battles(3600.0) == [battle_id]  # whatever the lease: a previous process
+        assert await second.claim_orphaned_battles(3600.0) == []
+        battle = await second.get_battle(battle_id, include_events=False)
+        assert battle is not None and battle.owner == second.replica_id
+    finally:
+        await second.close()
+
+
+async def test_postgres_a_live_replicas_battles_are_not_claimed(postgres_url: str) -> None:
+    first, second = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    await first.open()
+    await second.open()
+    try:
+        battle_id, _, _ = await _running(first)
+        assert await second.claim_orphaned_battles(15.0) == []  # first renewed its lease just now
+        await asyncio.sleep(0.3)
+        assert await second.claim_orphaned_battles(0.1) == [battle_id]  # its lease ran out (0.1 s)
+        battle = await first.get_battle(battle_id, include_events=False)
+        assert battle is not None and battle.owner == second.replica_id
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_postgres_a_retired_replicas_battles_are_claimed_once(postgres_url: str) -> None:
+    first = PostgresStore(postgres_url)
+    await first.open()
+    battle_ids = [(await _running(first, token=f"t{n}"))[0] for n in range(6)]
+    await first.close()  # a clean stop retires the replica: no lease to wait for
+    claimers = [PostgresStore(postgres_url) for _ in range(3)]
+    for claimer in claimers:
+        await claimer.open()
+    try:
+        claimed = await asyncio.gather(*(c.claim_orphaned_battles(15.0) for c in claimers))
+        flat = [battle_id for ids in claimed for battle_id in ids]
+        assert sorted(flat) == sorted(battle_ids)  # every battle taken over, none twice
+        for claimer, ids in zip(claimers, claimed, strict=True):
+            for battle_id in ids:
+                battle = await claimer.get_battle(battle_id, include_events=False)
+                assert battle is not None and battle.owner == claimer.replica_id
+    finally:
+        for claimer in claimers:
+            await claimer.close()
+
+
+# --- what only the shared store has ---------------------------------------------------------------------------
+
+
+async def test_postgres_notices_reach_the_other_replicas_in_commit_order(postgres_url: str) -> None:
+    writer, reader = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    await writer.open()
+    await reader.open()
+    mine: list[StoreNotice] = []
+    theirs: list[StoreNotice] = []
+    writer.set_notice_handler(mine.append)
+    reader.set_notice_handler(theirs.append)
+    try:
+        green_id, white_id = await _green(writer), await _white(writer)
+        battle = await writer.create_battle(green_id, _opponents(white_id), {}, None)
+        await writer.start_battle(battle.battle_id, "tok")
+        await writer.set_agent_ready(white_id, True)
+        await writer.append_event(battle.battle_id, {"n": 1})
+        await writer.append_event(battle.battle_id, {"is_result": True}, finish=FinishSpec("draw", {}, "t"))
+        with pytest.raises(BattleClosed):  # refused: rolled back, so its notice is never delivered
+            await writer.append_event(battle.battle_id, {"n": 2})
+        later = await writer.create_battle(green_id, [], {}, None)
+        expected = [
+            StoreNotice("battle", battle.battle_id, "queued"),
+            StoreNotice("battle", battle.battle_id, "running"),
+            StoreNotice("agent_ready", white_id, None),
+            StoreNotice("battle", battle.battle_id, None),
+            StoreNotice("battle", battle.battle_id, "finished"),
+            StoreNotice("battle", later.battle_id, "queued"),
+        ]
+        async with asyncio.timeout(30):
+            while len(theirs) < len(expected):
+                await asyncio.sleep(0.01)
+        assert theirs == expected
+        assert mine == []  # a replica hears only the others: its own changes it published itself
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+async def test_postgres_a_lost_listen_connection_comes_back_with_a_resync(postgres_url: str) -> None:
+    writer, reader = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    await writer.open()
+    await reader.open()
+    heard: list[StoreNotice] = []
+    reader.set_notice_handler(heard.append)
+    try:
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+            )
+        async with asyncio.timeout(30):
+            while StoreNotice("resync", "") not in heard:
+                await asyncio.sleep(0.02)
+            green_id = await _green(writer)
+            battle = await writer.create_battle(green_id, [], {}, None)
+            while StoreNotice("battle", battle.battle_id, "queued") not in heard:
+                await asyncio.sleep(0.02)
+        assert reader.listener.reconnects >= 1
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+async def test_postgres_replicas_migrating_at_once_and_a_newer_schema(postgres_url: str) -> None:
+    stores = [PostgresStore(postgres_url) for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))  # the advisory lock serialises the migration
+    for s in stores:
+        await s.close()
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+        await admin.execute("UPDATE alembic_version SET version_num = 'v9999_from_the_future'")
+    newer = PostgresStore(postgres_url)
+    with pytest.raises(SchemaTooNew, match="v9999_from_the_future"):
+        await newer.open()
+
+
+def test_db_option_names_a_file_or_a_database() -> None:
+    assert parse_db("runs/backend.sqlite3") == (Path("runs/backend.sqlite3"), None)
+    assert parse_db("sqlite:///runs/b.sqlite3") == (Path("runs/b.sqlite3"), None)
+    assert parse_db("sqlite:////abs/b.sqlite3") == (Path("/abs/b.sqlite3"), None)
+    assert parse_db("postgresql://arena@db:5432/arena") == (None, "postgresql://arena@db:5432/arena")
+    assert parse_db("postgres://arena@db/arena") == (None, "postgres://arena@db/arena")
+    for bad in ("", "mysql://x/y", "sqlite:///"):
+        with pytest.raises(ValueError):
+            parse_db(bad)
+    assert safe_url("postgresql://arena:s3cret@db:5432/arena") == "postgresql://arena:***@db:5432/arena"
+    assert "s3cret" not in PostgresStore("postgresql://arena:s3cret@db:5432/arena").description

@@ -35,6 +35,14 @@ MAX_EVENT_ID_CHARS = 256
 """An event's idempotency key."""
 
 
+def _no_control_characters(value: str | None, field: str) -> str | None:
+    """Names the backend stores as they are (an event's key, a pool's name) hold no control characters: a database
+    text column cannot hold NUL, and a name shown on a page has no use for the others."""
+    if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"{field} must not contain control characters")
+    return value
+
+
 class ApiError(Exception):
     """An HTTP error with FastAPI's ``{"detail": ...}`` body."""
 
@@ -78,6 +86,11 @@ class AgentRegistration(BaseModel):
     pool: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_CHARS)] | None = None
     """Green agents only: the pool this agent joins. Every member of a pool declares the same participant
     requirements; a battle created for any member (or for the pool) runs on whichever member is free."""
+
+    @field_validator("pool")
+    @classmethod
+    def _pool_name(cls, value: str | None) -> str | None:
+        return _no_control_characters(value, "pool")
 
     @field_validator("agent_url")
     @classmethod
@@ -141,6 +154,11 @@ class BattleCreate(BaseModel):
     opponents: list[Opponent] = Field(max_length=MAX_PARTICIPANTS)
     config: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("green_pool")
+    @classmethod
+    def _pool_name(cls, value: str | None) -> str | None:
+        return _no_control_characters(value, "green_pool")
+
     @model_validator(mode="after")
     def _names_a_green_agent(self) -> BattleCreate:
         if self.green_agent_id is None and self.green_pool is None:
@@ -165,6 +183,11 @@ class BattleEvent(BaseModel):
     """The poster's idempotency key (Arena's green agent sends ``"<battle id>:<reporter nonce>:<seq>"``): an event
     whose key the battle already holds is acknowledged (204) and not stored again, so a retry after a lost answer is
     harmless. Optional; AgentBeats' own poster sends none (and AgentBeats 1.2.6 stores the key as an unknown field)."""
+
+    @field_validator("event_id")
+    @classmethod
+    def _event_key(cls, value: str | None) -> str | None:
+        return _no_control_characters(value, "event_id")
 
 
 def arena_result_error(problem: SchemaProblem) -> ApiError:

@@ -33,12 +33,14 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 import psycopg
+import sqlalchemy.exc
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from battle_backend import postgres_schema
+from battle_backend.body_limits import has_lone_surrogate
 from battle_backend.elo import INITIAL_RATING
 from battle_backend.postgres_listener import CHANNEL, NoticeListener, notice_payload
 from battle_backend.records import (
@@ -96,6 +98,13 @@ INLINE_DECODE_CHARS = 64 * 1024
 BATTLE_ROW = "SELECT battle_id, green_agent_id, opponents, state, battle_token, last_seq, green_pool FROM battles"
 
 
+def storable(value: str) -> bool:
+    """Whether PostgreSQL can hold ``value`` in a text column: no NUL character, no lone surrogate. An id that is
+    not storable cannot name anything stored, so lookups answer "not found" instead of failing on it (it may come
+    from a URL path or an MCP argument, i.e. from anyone)."""
+    return "\x00" not in value and not has_lone_surrogate(value)
+
+
 def is_postgres_url(value: str) -> bool:
     """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
     return value.startswith(("postgresql://", "postgres://"))
@@ -119,19 +128,31 @@ def safe_url(url: str) -> str:
 class PostgresStore:
     """`BattleStore` on a PostgreSQL database that several replicas may share."""
 
-    def __init__(self, url: str, *, pool_min: int = 1, pool_max: int = 10, replica_name: str = "") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        replica_name: str = "",
+        connect_timeout_s: float = 30.0,
+    ) -> None:
         if not is_postgres_url(url):
             raise ValueError("a PostgreSQL store needs a postgresql:// URL")
         self._url = url
         self._conninfo = make_conninfo(url, application_name="arena-battle-backend")
         self._replica_id = f"pg-{uuid.uuid4()}"
         self._replica_name = replica_name
+        self._connect_timeout_s = connect_timeout_s
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             self._conninfo,
             min_size=pool_min,
             max_size=pool_max,
             open=False,
             kwargs={"autocommit": True, "row_factory": dict_row},
+            # a connection broken by a database restart is replaced when it is handed out, instead of failing the
+            # request that got it
+            check=AsyncConnectionPool.check_connection,
             name="arena-battle-store",
         )
         self._listener = NoticeListener(self._conninfo, self._replica_id)
@@ -161,11 +182,25 @@ class PostgresStore:
     # --- plumbing -----------------------------------------------------------------------------------------
     async def open(self) -> None:
         """Migrate (worker thread, advisory lock), open the pool, register this replica, start listening."""
-        revision = await anyio.to_thread.run_sync(postgres_schema.migrate, self._url)
-        await self._pool.open(wait=True, timeout=30.0)
+        revision = await self._migrate()
+        await self._pool.open(wait=True, timeout=self._connect_timeout_s)
         await self.heartbeat()
         await self._listener.start()
         logger.info("battle store %s at revision %s (replica %s)", self.description, revision, self._replica_id)
+
+    async def _migrate(self) -> str:
+        """Migrate, waiting up to ``connect_timeout_s`` for a database that is not accepting connections yet (a
+        replica and its database started together); any other failure is raised at once."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._connect_timeout_s
+        while True:
+            try:
+                return await anyio.to_thread.run_sync(postgres_schema.migrate, self._url)
+            except sqlalchemy.exc.OperationalError as exc:
+                if loop.time() >= deadline:
+                    raise
+                logger.warning("battle store: %s not reachable yet (%s); retrying", self.description, exc.orig)
+                await asyncio.sleep(1.0)
 
     async def close(self) -> None:
         """Retire this replica (its running battles become claimable at once), stop listening, close the pool."""
@@ -305,6 +340,8 @@ class PostgresStore:
 
     async def get_agent(self, agent_id: str) -> AgentRecord | None:
         """One agent with its history."""
+        if not storable(agent_id):
+            return None
 
         async def fn(conn: Conn) -> AgentRecord | None:
             row = await self._row(conn, "SELECT * FROM agents WHERE agent_id = %s", (agent_id,))
@@ -327,6 +364,8 @@ class PostgresStore:
 
     async def set_agent_ready(self, agent_id: str, ready: bool) -> bool:
         """Set the ready flag the launcher reports (and tell the replicas waiting for it)."""
+        if not storable(agent_id):
+            return False
 
         async def fn(conn: Conn) -> bool:
             cur = await conn.execute("UPDATE agents SET ready = %s WHERE agent_id = %s", (ready, agent_id))
@@ -338,6 +377,8 @@ class PostgresStore:
 
     async def delete_agent(self, agent_id: str) -> AgentDeleteOutcome:
         """Delete an agent and its history unless a battle holds it."""
+        if not storable(agent_id):
+            return AgentDeleteOutcome.NOT_FOUND
 
         async def fn(conn: Conn) -> AgentDeleteOutcome:
             row = await self._row(conn, "SELECT locked_by FROM agents WHERE agent_id = %s FOR UPDATE", (agent_id,))
@@ -402,6 +443,8 @@ class PostgresStore:
 
     async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord | None:
         """One battle (events included unless asked not to)."""
+        if not storable(battle_id):
+            return None
 
         async def fn(conn: Conn) -> tuple[Row | None, list[dict[str, Any]]]:
             row = await self._row(conn, f"SELECT {BATTLE_COLUMNS} FROM battles WHERE battle_id = %s", (battle_id,))
@@ -457,6 +500,8 @@ class PostgresStore:
 
     async def list_events(self, battle_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[EventRecord]:
         """Events after a sequence number (the SSE stream resumes with this)."""
+        if not storable(battle_id):
+            return []
         rows = await self._read(lambda conn: self._events(conn, battle_id, after_seq, limit))
         size = sum(len(row["payload"]) for row in rows)
         return await self._decode(lambda: [event_record(battle_id, row) for row in rows], size)
@@ -565,6 +610,10 @@ class PostgresStore:
         """One event, one row, one transaction (finishing the battle too when ``finish`` is given). The battle's row
         lock orders concurrent appends from every replica; the unique index on (battle_id, event_id) backs up the
         duplicate check made under that lock."""
+        if not storable(battle_id):
+            raise BattleNotFound(battle_id)
+        if event_id is not None and not storable(event_id):
+            raise ValueError("event_id: a NUL character or a lone surrogate cannot be stored")
         if finish is not None:  # a result may be megabytes: encoded off the event loop
             payload_text, result_text = await anyio.to_thread.run_sync(
                 lambda: (dumps(payload), dumps(finish.result_body()))
@@ -604,6 +653,8 @@ class PostgresStore:
     async def start_battle(self, battle_id: str, battle_token: str) -> StartOutcome:
         """queued -> running with every participant locked and this replica the owner, or an outcome saying why
         not. The battle's row lock makes the start happen once, whichever replicas try."""
+        if not storable(battle_id):
+            return StartOutcome.NOT_QUEUED
         started = system_event("Battle started")
 
         async def fn(conn: Conn) -> StartOutcome:
@@ -646,6 +697,8 @@ class PostgresStore:
 
     async def set_deadline(self, battle_id: str, deadline_at: float, battle_timeout: float) -> bool:
         """Persist the timeout so that whichever replica owns the battle next re-arms it."""
+        if not storable(battle_id):
+            return False
 
         async def fn(conn: Conn) -> bool:
             cur = await conn.execute(
@@ -660,6 +713,8 @@ class PostgresStore:
         self, battle_id: str, reason: str, *, from_states: Sequence[BattleState] = OPEN_STATES
     ) -> bool:
         """-> error, atomically with the system event, error history and unlock."""
+        if not storable(battle_id):
+            return False
         event = system_event(f"Battle error: {reason}")
 
         async def fn(conn: Conn) -> bool:
@@ -687,6 +742,8 @@ class PostgresStore:
         from_states: Sequence[BattleState] = (BattleState.RUNNING,),
     ) -> bool:
         """-> finished without a posted result (the timeout draw)."""
+        if not storable(battle_id):
+            return False
         result_text = dumps(finish.result_body())
 
         async def fn(conn: Conn) -> bool:
@@ -701,6 +758,8 @@ class PostgresStore:
 
     async def add_system_event(self, battle_id: str, event: dict[str, Any]) -> EventRecord | None:
         """Append unless the battle is gone or terminal."""
+        if not storable(battle_id):
+            return None
         text = dumps(event)
 
         async def fn(conn: Conn) -> EventRecord | None:

@@ -351,7 +351,7 @@ class BattleService:
 
     async def fail(self, battle_id: str, reason: str) -> bool:
         """-> error with a reason; agents unlocked. False if the battle had already moved on."""
-        reason = scrub_text(reason)
+        reason = scrub_text(reason).replace("\x00", "\ufffd")  # agent text may be in it; a text column holds no NUL
         logger.warning("battle %s failed: %s", battle_id, reason)
         done = await self.store.fail_battle(battle_id, reason)
         if done:

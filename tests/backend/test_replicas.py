@@ -261,3 +261,34 @@ async def test_a_stopped_replicas_battle_is_taken_over_and_times_out(tmp_path: P
         assert messages.count("Battle started") == 1
         taken = await survivor.ctx.store.get_battle(battle_id, include_events=False)
         assert taken is not None and taken.owner == survivor.ctx.store.replica_id
+
+
+async def test_ids_and_names_no_text_column_can_hold_are_refused_or_not_found(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """NUL characters and lone surrogates in ids (URL paths), keys and names: PostgreSQL text cannot hold them, so
+    they must be answered as on SQLite (not found, or a 4xx naming the field), never as a server error."""
+    async with two_replicas(tmp_path, postgres_url) as (arena, _):
+        _, _, battle_id, token = await _battle_on(arena)
+        client = arena.client
+        for path in ("/battles/%00", "/battles/a%00b", "/agents/%00", "/battles/%ED%A0%80"):
+            assert (await client.get(path)).status_code == 404, path
+        assert (await client.put("/agents/%00", json={"ready": True})).status_code == 404
+        assert (await client.delete("/agents/%00")).status_code == 404
+        assert (await client.post("/battles/%00", json=progress("x"))).status_code == 404
+        keyed = progress("x")
+        keyed["event_id"] = "key\u0000"
+        refused = await client.post(f"/battles/{battle_id}", json=keyed, headers={"X-Battle-Token": token})
+        assert refused.status_code == 422 and "event_id" in refused.text
+        body = {"alias": "g", "agent_url": arena.agents[0].url, "launcher_url": "", "is_green": True}
+        body |= {"participant_requirements": [], "pool": "p\u0000"}
+        refused = await client.post("/agents", json=body)
+        assert refused.status_code == 422 and "pool" in refused.text
+        refused = await client.post("/battles", json={"green_pool": "p\u0000", "opponents": []})
+        assert refused.status_code == 422 and "green_pool" in refused.text
+        # text an agent provoked ends up in a battle's error: a NUL in it must not keep the battle from failing
+        assert await arena.backend.ctx.service.fail(battle_id, "agent said: \u0000 boom")
+        failed = await arena.get(battle_id)
+        assert failed["state"] == "error" and failed["error"] == "agent said: \ufffd boom"
+        page = await client.get(f"/ui/battles/{battle_id}")
+        assert page.status_code == 200

@@ -348,3 +348,29 @@ def test_db_option_names_a_file_or_a_database() -> None:
             parse_db(bad)
     assert safe_url("postgresql://arena:s3cret@db:5432/arena") == "postgresql://arena:***@db:5432/arena"
     assert "s3cret" not in PostgresStore("postgresql://arena:s3cret@db:5432/arena").description
+
+
+async def test_postgres_connections_cut_by_the_server_are_replaced_not_failed(postgres_url: str) -> None:
+    """Every connection of the store killed by the server (what a database restart or failover does to them): the
+    next calls get fresh connections instead of failing, and the LISTEN connection comes back with a resync."""
+    store = PostgresStore(postgres_url, pool_min=3)
+    await store.open()
+    heard: list[StoreNotice] = []
+    store.set_notice_handler(heard.append)
+    try:
+        battle_id, _, _ = await _running(store)
+        await asyncio.gather(*(store.list_events(battle_id) for _ in range(3)))  # several pooled connections
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+            cur = await admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            row = await cur.fetchone()
+            assert row is not None and row[0] >= 2
+        records = await asyncio.gather(*(store.append_event(battle_id, {"n": n}) for n in range(5)))
+        assert sorted(r.seq for r in records) == [3, 4, 5, 6, 7]
+        async with asyncio.timeout(30):
+            while StoreNotice("resync", "") not in heard:
+                await asyncio.sleep(0.02)
+    finally:
+        await store.close()

@@ -57,7 +57,7 @@ def _flag(request: Request, name: str, default: bool) -> bool:
 
 
 async def health(request: Request) -> JSONResponse:
-    """Liveness, plus how busy the scheduler is."""
+    """Liveness, plus how busy this replica's scheduler is and which store it uses (never the database password)."""
     ctx = backend(request)
     return JSONResponse(
         {
@@ -65,6 +65,8 @@ async def health(request: Request) -> JSONResponse:
             "running_battles": ctx.scheduler.running_count,
             "max_concurrent_battles": ctx.settings.max_concurrent_battles,
             "require_token": ctx.settings.require_token,
+            "store": "postgresql" if ctx.store.shared else "sqlite",
+            "replica_id": ctx.store.replica_id,
         }
     )
 

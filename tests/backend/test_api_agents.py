@@ -147,3 +147,4 @@ async def test_health(backend: RunningBackend) -> None:
     response = await backend.client.get("/health")
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
+    assert response.json()["store"] == "sqlite" and response.json()["replica_id"].startswith("sqlite-")

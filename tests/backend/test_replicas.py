@@ -34,6 +34,9 @@ async def two_replicas(tmp_path: Path, url: str, **overrides: Any) -> AsyncItera
         contextlib.AsyncExitStack() as stack,
     ):
         assert first.ctx.store.replica_id != second.ctx.store.replica_id
+        for running in (first, second):
+            health = (await running.client.get("/health")).json()
+            assert health["store"] == "postgresql" and health["replica_id"] == running.ctx.store.replica_id
         yield Arena(backend=first, stack=stack), second
 
 

@@ -26,8 +26,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_backend(port: int, db: Path, *options: str) -> subprocess.Popen[bytes]:
-    """``python -m battle_backend`` on 127.0.0.1:port with its SQLite file at ``db`` (quiet)."""
+def start_backend(port: int, db: Path | str, *options: str) -> subprocess.Popen[bytes]:
+    """``python -m battle_backend`` on 127.0.0.1:port with its store at ``db``: a SQLite file, or a PostgreSQL URL
+    (quiet)."""
     argv = [sys.executable, "-m", "battle_backend", "--port", str(port), "--db", str(db), "--log-level", "error"]
     return subprocess.Popen([*argv, *options], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
 

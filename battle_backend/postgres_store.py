@@ -42,6 +42,7 @@ from psycopg_pool import AsyncConnectionPool
 from battle_backend import postgres_schema
 from battle_backend.body_limits import has_lone_surrogate
 from battle_backend.elo import INITIAL_RATING
+from battle_backend.postgres_appends import BattleAppends, PendingAppend, token_digest
 from battle_backend.postgres_listener import CHANNEL, NoticeListener, notice_payload
 from battle_backend.records import (
     OPEN_STATES,
@@ -156,6 +157,7 @@ class PostgresStore:
             name="arena-battle-store",
         )
         self._listener = NoticeListener(self._conninfo, self._replica_id)
+        self._appends = BattleAppends(self._connection, self._replica_id)
         self._closed = False
 
     # --- identity -----------------------------------------------------------------------------------------
@@ -173,6 +175,11 @@ class PostgresStore:
     def description(self) -> str:
         """The database URL without its password."""
         return f"PostgreSQL {safe_url(self._url)}"
+
+    @property
+    def appends(self) -> BattleAppends:
+        """The per-battle writers (their counters tell the batching factor)."""
+        return self._appends
 
     @property
     def listener(self) -> NoticeListener:
@@ -212,6 +219,7 @@ class PostgresStore:
                 await conn.execute("DELETE FROM replicas WHERE replica_id = %s", (self._replica_id,))
         except psycopg.Error as exc:
             logger.warning("battle store: could not retire replica %s: %s", self._replica_id, exc)
+        await self._appends.aclose()
         await self._listener.stop()
         await self._pool.close()
 
@@ -281,18 +289,22 @@ class PostgresStore:
 
     async def claim_orphaned_battles(self, lease_s: float) -> list[str]:
         """Running battles whose owner is gone (no row, or a heartbeat older than ``lease_s``) become this
-        replica's; rows another claimer holds are skipped, so each battle is claimed once."""
+        replica's, each by a compare-and-set on its previous owner, so each battle is claimed once."""
 
         async def fn(conn: Conn) -> list[str]:
             rows = await self._rows(
                 conn,
-                "UPDATE battles SET owner = %(me)s WHERE battle_id IN ("
-                "  SELECT b.battle_id FROM battles b"
+                # Compare-and-set on the owner each candidate had when it was read: a claimer that lost the race
+                # finds another owner on the row it waited for and updates nothing (a locking subquery with an
+                # anti-join is not enough: READ COMMITTED re-checks the locked row, not the join).
+                "WITH candidates AS ("
+                "  SELECT b.battle_id, b.owner FROM battles b"
                 "  WHERE b.state = 'running' AND b.owner IS DISTINCT FROM %(me)s AND NOT EXISTS ("
                 "    SELECT 1 FROM replicas r WHERE r.replica_id = b.owner"
-                "    AND r.heartbeat_at > now() - make_interval(secs => %(lease)s))"
-                "  ORDER BY b.position FOR UPDATE SKIP LOCKED"
-                ") AND state = 'running' RETURNING battle_id, position",
+                "    AND r.heartbeat_at > now() - make_interval(secs => %(lease)s)))"
+                " UPDATE battles t SET owner = %(me)s FROM candidates c"
+                " WHERE t.battle_id = c.battle_id AND t.owner IS NOT DISTINCT FROM c.owner AND t.state = 'running'"
+                " RETURNING t.battle_id, t.position",
                 {"me": self._replica_id, "lease": float(lease_s)},
             )
             return [row["battle_id"] for row in sorted(rows, key=lambda row: row["position"])]
@@ -607,9 +619,11 @@ class PostgresStore:
         enforce_token: bool = False,
         event_id: str | None = None,
     ) -> EventRecord:
-        """One event, one row, one transaction (finishing the battle too when ``finish`` is given). The battle's row
-        lock orders concurrent appends from every replica; the unique index on (battle_id, event_id) backs up the
-        duplicate check made under that lock."""
+        """One event, one row; committed when this returns. The battle's row lock orders concurrent appends from
+        every replica; the unique index on (battle_id, event_id) backs up the duplicate check made under that lock.
+        A progress event goes through the battle's writer on this replica (:mod:`battle_backend.postgres_appends`:
+        one database call, batched with the battle's other waiting events); a result, which finishes the battle,
+        gets a transaction of its own, in its turn among them."""
         if not storable(battle_id):
             raise BattleNotFound(battle_id)
         if event_id is not None and not storable(event_id):
@@ -648,7 +662,18 @@ class PostgresStore:
                 await self._notify(conn, "battle", battle_id)
             return record
 
-        return await self._write(fn)
+        item = PendingAppend(
+            battle_id=battle_id,
+            payload=payload,
+            payload_text=payload_text,
+            received_at=utc_now_iso(),
+            event_id=event_id,
+            token_sha256=token_digest(presented_token),
+            enforce_token=enforce_token,
+            future=asyncio.get_running_loop().create_future(),
+            alone=(lambda: self._write(fn)) if finish is not None else None,
+        )
+        return await self._appends.submit(item)
 
     async def start_battle(self, battle_id: str, battle_token: str) -> StartOutcome:
         """queued -> running with every participant locked and this replica the owner, or an outcome saying why

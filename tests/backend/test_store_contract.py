@@ -15,8 +15,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from alembic import command
+from sqlalchemy import create_engine
 
-from battle_backend.postgres_schema import SchemaTooNew
+from battle_backend.postgres_schema import SchemaTooNew, alembic_config, head_revision, sqlalchemy_url
 from battle_backend.postgres_store import PostgresStore, safe_url
 from battle_backend.records import BattleState, FinishSpec, system_event
 from battle_backend.sqlite_store import SQLiteStore
@@ -372,5 +374,38 @@ async def test_postgres_connections_cut_by_the_server_are_replaced_not_failed(po
         async with asyncio.timeout(30):
             while StoreNotice("resync", "") not in heard:
                 await asyncio.sleep(0.02)
+    finally:
+        await store.close()
+
+
+async def test_postgres_an_older_schema_is_migrated_forward_and_keeps_its_data(postgres_url: str) -> None:
+    def at_first_revision() -> None:
+        config = alembic_config()
+        engine = create_engine(sqlalchemy_url(postgres_url))
+        try:
+            with engine.begin() as conn:
+                config.attributes["connection"] = conn
+                command.upgrade(config, "v0001")
+        finally:
+            engine.dispose()
+
+    await asyncio.to_thread(at_first_revision)
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        await conn.execute(
+            "INSERT INTO battles (battle_id, green_agent_id, opponents, config, state, created_at, last_seq)"
+            " VALUES ('old', 'g', '[]', '{}', 'running', 't', 1)"
+        )
+        await conn.execute(
+            "INSERT INTO battle_events (battle_id, seq, payload, received_at) VALUES ('old', 1, '{\"a\":1}', 't')"
+        )
+    store = PostgresStore(postgres_url)
+    await store.open()
+    try:
+        record = await store.append_event("old", {"b": 2}, event_id="k")
+        assert record.seq == 2
+        assert [e.payload for e in await store.list_events("old")] == [{"a": 1}, {"b": 2}]
+        async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
+            cur = await conn.execute("SELECT version_num FROM alembic_version")
+            assert await cur.fetchone() == (head_revision(),)
     finally:
         await store.close()

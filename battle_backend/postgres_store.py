@@ -635,7 +635,8 @@ class PostgresStore:
         else:
             payload_text, result_text = dumps(payload), ""
 
-        async def fn(conn: Conn) -> EventRecord:
+        async def finish_alone(conn: Conn) -> EventRecord:
+            """The result's own transaction: the same checks as arena_append_event, then the finish."""
             row = await self._battle_row(conn, battle_id)
             if row is None:
                 raise BattleNotFound(battle_id)
@@ -656,10 +657,8 @@ class PostgresStore:
             if state.is_terminal:
                 raise BattleClosed(battle_id, state)
             record = await self._append(conn, battle_id, row["last_seq"], payload_text, payload, event_id)
-            if finish is not None:
-                await self._finish(conn, row, finish, result_text)
-            else:
-                await self._notify(conn, "battle", battle_id)
+            assert finish is not None  # progress events take the writer's path (arena_append_event)
+            await self._finish(conn, row, finish, result_text)
             return record
 
         item = PendingAppend(
@@ -671,7 +670,7 @@ class PostgresStore:
             token_sha256=token_digest(presented_token),
             enforce_token=enforce_token,
             future=asyncio.get_running_loop().create_future(),
-            alone=(lambda: self._write(fn)) if finish is not None else None,
+            alone=(lambda: self._write(finish_alone)) if finish is not None else None,
         )
         return await self._appends.submit(item)
 

@@ -14,9 +14,12 @@ embedded SQLite store has no other replicas and never calls the handler.
 
 Durability contract of every write: when the call returns, its change is committed; when it raises, nothing of it is
 stored. How the store gets there is its own business: SQLite commits the writes that arrive together in one
-transaction (group commit, `sqlite_writer`), each in its own savepoint so that a refused write fails alone; a server
-database can simply run one transaction per call. Either way a refusal (the exceptions below) depends only on the
-call and on the writes committed before it, never on an unrelated write that happened to share its transaction.
+transaction (group commit, `sqlite_writer`), each in its own savepoint so that a refused write fails alone;
+PostgreSQL runs one transaction per call, except for a battle's progress events, which one writer per battle and
+replica commits together when they arrive while the previous commit runs (`postgres_appends`: each event checked and
+written on its own by one database call that returns refusals instead of raising). Either way a refusal (the
+exceptions below) depends only on the call and on the writes committed before it, never on an unrelated write that
+happened to share its transaction.
 """
 
 from __future__ import annotations

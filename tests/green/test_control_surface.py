@@ -104,12 +104,17 @@ async def test_a2a_cancel_stops_the_battle_and_the_summary_says_cancelled(green_
             if (runs_dir / "cancel-me" / ".battle").exists():
                 break
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
         async with httpx.AsyncClient(
             timeout=10, headers={"Authorization": f"Bearer {TEST_OPERATOR_TOKEN}", "A2A-Version": "1.0"}
         ) as op:
-            listing = (await op.post(green_url + "/", json=_rpc("ListTasks", {}))).json()
-            tasks = [t for t in listing["result"]["tasks"] if t["status"]["state"] == "TASK_STATE_WORKING"]
+            # The task's state may reach the task store a moment after the battle's run directory appears (seen on
+            # a loaded CI machine): ask again until it says working; the bound only turns a hang into a failure.
+            for _ in range(200):
+                listing = (await op.post(green_url + "/", json=_rpc("ListTasks", {}))).json()
+                tasks = [t for t in listing["result"]["tasks"] if t["status"]["state"] == "TASK_STATE_WORKING"]
+                if tasks:
+                    break
+                await asyncio.sleep(0.1)
             assert len(tasks) == 1, listing
             task_id = tasks[0]["id"]
             answer = (await op.post(green_url + "/", json=_rpc("CancelTask", {"id": task_id}))).json()

@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import Self
 
 import httpx
+import psutil
 
 logger = logging.getLogger(__name__)
 
@@ -222,8 +223,17 @@ def _signal_group(pgid: int, sig: int) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
-    """True while any process of the group exists (signal 0 only checks)."""
-    return _signal_group(pgid, 0)
+    """True while any process of the group is still running. Signal 0 says whether the group has members at all;
+    zombies count there, and a child's helpers (multiprocessing's resource tracker and fork server) are zombies
+    once they exited, until whichever process they were handed to reaps them, which a container's init may take
+    seconds to do. A dead process holds nothing, so the group is alive only while a member is not a zombie."""
+    if not _signal_group(pgid, 0):
+        return False
+    for process in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error, OSError):  # it may exit meanwhile
+            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
+                return True
+    return False
 
 
 def _stop_steps(proc: ManagedProcess, grace_s: float) -> tuple[int, float]:

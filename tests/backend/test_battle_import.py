@@ -197,3 +197,15 @@ async def test_an_import_that_fails_midway_leaves_an_error_not_a_running_battle(
         assert battle.error is not None and "import failed: OSError: disk full" in battle.error
     finally:
         await store.close()
+
+
+async def test_an_import_into_postgresql_is_served_by_a_replica(tmp_path: Path, postgres_url: str) -> None:
+    pg = BackendSettings(db_url=postgres_url)
+    [report] = await import_into_store(pg, [write(tmp_path, document())])
+    assert (report.battle_id, report.state) == (BATTLE_ID, "finished")
+    [again] = await import_into_store(pg, [write(tmp_path, document())])
+    assert again.state == "skipped"
+    async with run_backend(tmp_path / "unused.sqlite3", db_url=postgres_url) as backend:
+        battle = (await backend.client.get(f"/battles/{BATTLE_ID}")).json()
+        assert battle["state"] == "finished" and battle["result"]["winner"] == "green_agent"
+        assert backend.ctx.scheduler.running_count == 0

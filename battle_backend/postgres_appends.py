@@ -152,6 +152,10 @@ class BattleAppends:
             # no await between the last emptiness check and here: an item queued now finds no writer and starts one
             if self._queues.get(battle_id) is queue:
                 del self._queues[battle_id]
+            while queue.items:  # only when the writer itself was cancelled (the store is closing): answer the rest
+                item = queue.items.popleft()
+                if not item.future.done():
+                    item.future.set_exception(WriteFailed("the store stopped before this event was written"))
 
     async def _settle_alone(self, item: PendingAppend) -> None:
         assert item.alone is not None

@@ -409,3 +409,21 @@ async def test_postgres_an_older_schema_is_migrated_forward_and_keeps_its_data(p
             assert await cur.fetchone() == (head_revision(),)
     finally:
         await store.close()
+
+
+async def test_callers_that_give_up_do_not_disturb_the_others(store: BattleStore) -> None:
+    """A poster whose request is cancelled (its client went away) may or may not have its event stored, but every
+    other caller is answered, with its own event, in one gapless order."""
+    battle_id, _, _ = await _running(store)
+    tasks = [asyncio.create_task(store.append_event(battle_id, {"n": n})) for n in range(60)]
+    await asyncio.sleep(0)
+    for task in tasks[::6]:
+        task.cancel()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    answered = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes if isinstance(o, BaseException))
+    assert len(answered) >= 50
+    events = await store.list_events(battle_id)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    stored = {e.seq: e.payload for e in events}
+    assert all(stored[record.seq] == record.payload for record in answered)

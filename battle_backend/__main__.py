@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -20,6 +21,7 @@ import uvicorn
 from battle_backend.app import create_app
 from battle_backend.battle_import import ImportFileError, ImportReport, describe, import_files
 from battle_backend.settings import DEFAULT_DB_PATH, BackendSettings
+from battle_backend.store import BattleStore
 from battle_backend.store_factory import make_store, parse_db
 
 DB_ENV = "ARENA_BACKEND_DB"
@@ -143,10 +145,26 @@ async def import_into_store(settings: BackendSettings, paths: list[Path]) -> lis
     """Open the store, import the files (all checked before any is written), close it again."""
     store = make_store(settings)
     await store.open()
+    renewing = asyncio.create_task(_renew_lease(store, settings.replica_lease_s / 3)) if store.shared else None
     try:
         return await import_files(store, paths, settings)
     finally:
+        if renewing is not None:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
         await store.close()
+
+
+async def _renew_lease(store: BattleStore, interval_s: float) -> None:
+    """An import into a shared database owns the battle it writes: keep the lease while it runs, or a live replica
+    would take the half-written battle over and fail it."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await store.heartbeat()
+        except Exception:
+            logging.getLogger(__name__).warning("import: renewing the lease failed", exc_info=True)
 
 
 def settings_from_args(args: argparse.Namespace) -> BackendSettings:

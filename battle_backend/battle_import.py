@@ -229,7 +229,11 @@ async def import_battle(
             {"name": opponent.alias, "url": opponent.agent_url or ""},
         )
         opponents.append({"name": opponent.name, "agent_id": agent.agent_id, "role": opponent.role})
-    await store.create_battle(green.agent_id, opponents, dict(battle.config), None, battle_id=battle.battle_id)
+    # owned: on a database that live replicas share, none of their schedulers may start (or take over) the battle
+    # this import writes itself
+    await store.create_battle(
+        green.agent_id, opponents, dict(battle.config), None, battle_id=battle.battle_id, owned=True
+    )
     try:
         outcome = await store.start_battle(battle.battle_id, secrets.token_urlsafe(24))
         if outcome is not StartOutcome.STARTED:

@@ -44,7 +44,7 @@ MAX_BATCH = 256
 """Events of one battle committed together at most (a bound on one transaction's size, not a pacing)."""
 RETRIED_ERRORS = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 TRANSACTION_ATTEMPTS = 4
-APPEND_SQL = "SELECT * FROM arena_append_event(%s, %s, %s, %s, %s, %s, %s)"
+APPEND_SQL = "SELECT * FROM arena_append_event(%s, %s, %s, %s, %s, %s)"
 
 Connect = Callable[[], AbstractAsyncContextManager[psycopg.AsyncConnection[dict[str, Any]]]]
 
@@ -63,7 +63,6 @@ class PendingAppend:
     battle_id: str
     payload: dict[str, Any]
     payload_text: str
-    received_at: str
     event_id: str | None
     token_sha256: bytes | None
     enforce_token: bool
@@ -75,7 +74,6 @@ class PendingAppend:
         return (
             self.battle_id,
             self.payload_text,
-            self.received_at,
             self.event_id,
             self.token_sha256,
             self.enforce_token,
@@ -88,7 +86,7 @@ def outcome(item: PendingAppend, row: dict[str, Any]) -> EventRecord | BaseExcep
     kind = row["r_outcome"]
     if kind == "stored":
         return EventRecord(
-            battle_id=item.battle_id, seq=row["r_seq"], payload=item.payload, received_at=item.received_at
+            battle_id=item.battle_id, seq=row["r_seq"], payload=item.payload, received_at=row["r_received_at"]
         )
     if kind == "not_found":
         return BattleNotFound(item.battle_id)
@@ -128,7 +126,7 @@ class BattleAppends:
         if queue is None:
             queue = self._queues[item.battle_id] = _Queue()
         queue.items.append(item)
-        if queue.writer is None:
+        if queue.writer is None or queue.writer.done():  # (a writer cancelled before its first step never ran)
             queue.writer = asyncio.create_task(self._write(item.battle_id, queue), name="arena-battle-appends")
         return await item.future
 
@@ -161,12 +159,14 @@ class BattleAppends:
         assert item.alone is not None
         try:
             result = await item.alone()
-        except BaseException as exc:
+        except Exception as exc:
             if not item.future.done():
                 item.future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
             return
+        except BaseException as exc:  # the writer was cancelled (the store is closing): the caller was not
+            if not item.future.done():
+                item.future.set_exception(WriteFailed(f"the store stopped: {type(exc).__name__}"))
+            raise
         if not item.future.done():
             item.future.set_result(result)
 

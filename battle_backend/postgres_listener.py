@@ -43,16 +43,16 @@ def parse_payload(payload: str) -> tuple[str, StoreNotice] | None:
     on the same channel name: it must not crash the listener)."""
     try:
         data: Any = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None
     origin, kind, key, state = data.get("o"), data.get("k"), data.get("id"), data.get("s")
-    if not isinstance(origin, str) or kind not in KINDS or not isinstance(key, str):
+    if not isinstance(origin, str) or not isinstance(kind, str) or kind not in KINDS or not isinstance(key, str):
         return None
     if state is not None and not isinstance(state, str):
         return None
-    return origin, StoreNotice(kind=kind, key=key, state=state)
+    return origin, StoreNotice(kind="battle" if kind == "battle" else "agent_ready", key=key, state=state)
 
 
 class NoticeListener:
@@ -83,8 +83,12 @@ class NoticeListener:
         """Stop listening and close the connection."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # it died of something unforeseen: already logged, nothing to stop any more
+                logger.warning("battle store: the LISTEN task had failed", exc_info=True)
             self._task = None
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
@@ -94,8 +98,13 @@ class NoticeListener:
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        try:
+            await conn.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+            raise
         self._conn = conn
-        await conn.execute(f"LISTEN {CHANNEL}")
         self._listening.set()
         return conn
 
@@ -113,7 +122,11 @@ class NoticeListener:
         while True:
             try:
                 async for notify in conn.notifies():
-                    parsed = parse_payload(notify.payload)
+                    try:  # anyone who can connect can NOTIFY on this channel: nothing it sends may stop us
+                        parsed = parse_payload(notify.payload)
+                    except Exception:
+                        logger.warning("battle store: a notice could not be read; ignored", exc_info=True)
+                        continue
                     if parsed is None or parsed[0] == self._replica_id:
                         continue
                     self.received += 1

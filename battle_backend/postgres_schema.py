@@ -11,6 +11,8 @@ worker thread, never on the event loop.
 
 from __future__ import annotations
 
+import threading
+
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -18,6 +20,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
+
+_ALEMBIC_LOCK = threading.Lock()
+"""Alembic keeps the running migration in module globals (``alembic.context``, ``alembic.op``): two stores migrating
+two databases at once in one process would run each other's DDL. This lock guards that library global, nothing of
+ours; the advisory lock below serialises replicas (processes) on one database."""
 
 MIGRATION_LOCK_KEY = 0x4152454E41  # "ARENA": any constant that other users of the database are unlikely to take
 """The advisory lock id held while migrating."""
@@ -50,6 +57,11 @@ def sqlalchemy_url(url: str) -> str:
 def migrate(url: str) -> str:
     """Bring the database at ``url`` to the head revision under the advisory lock; returns the revision reached.
     Raises SchemaTooNew when the database holds a revision this code does not know."""
+    with _ALEMBIC_LOCK:
+        return _migrate(url)
+
+
+def _migrate(url: str) -> str:
     config = alembic_config()
     scripts = ScriptDirectory.from_config(config)
     engine = create_engine(sqlalchemy_url(url), poolclass=NullPool)

@@ -24,6 +24,7 @@ JSON values runs in a worker thread, so a multi-megabyte result never stalls the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -96,7 +97,9 @@ RETRIED_ERRORS = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 TRANSACTION_ATTEMPTS = 4
 INLINE_DECODE_CHARS = 64 * 1024
 """Rows whose JSON text is smaller than this in all are decoded on the event loop; larger ones in a worker thread."""
-BATTLE_ROW = "SELECT battle_id, green_agent_id, opponents, state, battle_token, last_seq, green_pool FROM battles"
+BATTLE_ROW = (
+    "SELECT battle_id, green_agent_id, opponents, state, battle_token, last_seq, green_pool, owner FROM battles"
+)
 
 
 def storable(value: str) -> bool:
@@ -137,14 +140,26 @@ class PostgresStore:
         pool_max: int = 10,
         replica_name: str = "",
         connect_timeout_s: float = 30.0,
+        lease_s: float = 15.0,
     ) -> None:
         if not is_postgres_url(url):
             raise ValueError("a PostgreSQL store needs a postgresql:// URL")
         self._url = url
-        self._conninfo = make_conninfo(url, application_name="arena-battle-backend")
+        # TCP keepalives: a connection the network silently dropped (the LISTEN one waits for ever otherwise) is
+        # noticed within about half a minute
+        self._conninfo = make_conninfo(
+            url,
+            application_name="arena-battle-backend",
+            keepalives=1,
+            keepalives_idle=10,
+            keepalives_interval=5,
+            keepalives_count=3,
+        )
         self._replica_id = f"pg-{uuid.uuid4()}"
         self._replica_name = replica_name
         self._connect_timeout_s = connect_timeout_s
+        self._lease_s = lease_s
+        self._heartbeat_conn: psycopg.AsyncConnection[Any] | None = None
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             self._conninfo,
             min_size=pool_min,
@@ -191,8 +206,12 @@ class PostgresStore:
         """Migrate (worker thread, advisory lock), open the pool, register this replica, start listening."""
         revision = await self._migrate()
         await self._pool.open(wait=True, timeout=self._connect_timeout_s)
-        await self.heartbeat()
-        await self._listener.start()
+        try:
+            await self.heartbeat()
+            await self._listener.start()
+        except BaseException:
+            await self._close_connections()
+            raise
         logger.info("battle store %s at revision %s (replica %s)", self.description, revision, self._replica_id)
 
     async def _migrate(self) -> str:
@@ -214,14 +233,23 @@ class PostgresStore:
         if self._closed:
             return
         self._closed = True
+        await self._appends.aclose()
         try:
             async with self._pool.connection() as conn:
                 await conn.execute("DELETE FROM replicas WHERE replica_id = %s", (self._replica_id,))
         except psycopg.Error as exc:
             logger.warning("battle store: could not retire replica %s: %s", self._replica_id, exc)
-        await self._appends.aclose()
-        await self._listener.stop()
-        await self._pool.close()
+        await self._close_connections()
+
+    async def _close_connections(self) -> None:
+        try:
+            await self._listener.stop()
+        finally:
+            if self._heartbeat_conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    await self._heartbeat_conn.close()
+                self._heartbeat_conn = None
+            await self._pool.close()
 
     def set_notice_handler(self, handler: NoticeHandler | None) -> None:
         """Other replicas' changes go to ``handler`` (on the event loop)."""
@@ -245,7 +273,7 @@ class PostgresStore:
                     raise WriteFailed(f"the transaction kept failing: {type(exc).__name__}: {exc}") from exc
                 logger.info("battle store: %s, transaction retried (attempt %d)", type(exc).__name__, attempt + 1)
                 await asyncio.sleep(0.005 * attempt)
-            except (psycopg.OperationalError, pg_errors.DataError, pg_errors.IntegrityError) as exc:
+            except psycopg.Error as exc:  # connection lost, read-only after a failover, disk full, ...
                 raise WriteFailed(f"{type(exc).__name__}: {exc}") from exc
         raise AssertionError("unreachable")
 
@@ -279,19 +307,32 @@ class PostgresStore:
 
     # --- replicas -----------------------------------------------------------------------------------------
     async def heartbeat(self) -> None:
-        """Insert or renew this replica's row (``heartbeat_at = now()`` on the database's clock)."""
-        async with self._connection() as conn:
-            await conn.execute(
-                "INSERT INTO replicas (replica_id, description) VALUES (%s, %s)"
-                " ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = now()",
-                (self._replica_id, self._replica_name),
-            )
+        """Insert or renew this replica's row (``heartbeat_at = now()`` on the database's clock, with its lease time)
+        on a connection of its own, so that a pool busy with requests can never delay a renewal past the lease."""
+        for attempt in (1, 2):
+            if self._heartbeat_conn is None or self._heartbeat_conn.closed:
+                self._heartbeat_conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+            try:
+                await self._heartbeat_conn.execute(
+                    "INSERT INTO replicas (replica_id, description, lease_s) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = now(), lease_s = EXCLUDED.lease_s",
+                    (self._replica_id, self._replica_name, self._lease_s),
+                )
+                return
+            except psycopg.OperationalError:
+                with contextlib.suppress(psycopg.Error):
+                    await self._heartbeat_conn.close()
+                self._heartbeat_conn = None
+                if attempt == 2:
+                    raise
 
-    async def claim_orphaned_battles(self, lease_s: float) -> list[str]:
-        """Running battles whose owner is gone (no row, or a heartbeat older than ``lease_s``) become this
-        replica's, each by a compare-and-set on its previous owner, so each battle is claimed once."""
+    async def claim_orphaned_battles(self) -> list[str]:
+        """Running battles whose owner is gone (no row, or a heartbeat older than that owner's own lease) become
+        this replica's, each by a compare-and-set on its previous owner, so each battle is claimed once. Rows of
+        replicas silent for a day are deleted on the way."""
 
         async def fn(conn: Conn) -> list[str]:
+            await conn.execute("DELETE FROM replicas WHERE heartbeat_at < now() - interval '1 day'")
             rows = await self._rows(
                 conn,
                 # Compare-and-set on the owner each candidate had when it was read: a claimer that lost the race
@@ -301,15 +342,28 @@ class PostgresStore:
                 "  SELECT b.battle_id, b.owner FROM battles b"
                 "  WHERE b.state = 'running' AND b.owner IS DISTINCT FROM %(me)s AND NOT EXISTS ("
                 "    SELECT 1 FROM replicas r WHERE r.replica_id = b.owner"
-                "    AND r.heartbeat_at > now() - make_interval(secs => %(lease)s)))"
+                "    AND r.heartbeat_at > now() - make_interval(secs => r.lease_s)))"
                 " UPDATE battles t SET owner = %(me)s FROM candidates c"
                 " WHERE t.battle_id = c.battle_id AND t.owner IS NOT DISTINCT FROM c.owner AND t.state = 'running'"
                 " RETURNING t.battle_id, t.position",
-                {"me": self._replica_id, "lease": float(lease_s)},
+                {"me": self._replica_id},
             )
             return [row["battle_id"] for row in sorted(rows, key=lambda row: row["position"])]
 
         return await self._write(fn)
+
+    async def owned_running_battles(self) -> list[str]:
+        """The running battles this replica owns."""
+
+        async def fn(conn: Conn) -> list[str]:
+            rows = await self._rows(
+                conn,
+                "SELECT battle_id FROM battles WHERE state = 'running' AND owner = %s ORDER BY position",
+                (self._replica_id,),
+            )
+            return [row["battle_id"] for row in rows]
+
+        return await self._read(fn)
 
     # --- agents -------------------------------------------------------------------------------------------
     async def create_agent(self, register_info: dict[str, Any], agent_card: dict[str, Any]) -> AgentRecord:
@@ -414,9 +468,12 @@ class PostgresStore:
         *,
         battle_id: str | None = None,
         green_pool: str | None = None,
+        owned: bool = False,
     ) -> BattleRecord:
-        """Store a queued battle (BattleExists for a given ``battle_id`` the database already holds)."""
+        """Store a queued battle (BattleExists for a given ``battle_id`` the database already holds); an ``owned``
+        one belongs to this replica at once, so no other replica's scheduler starts it."""
         battle_id = battle_id or str(uuid.uuid4())
+        owner = self._replica_id if owned else None
         created_at = utc_now_iso()
         opponents_text, config_text = dumps(opponents), dumps(config)
 
@@ -424,9 +481,10 @@ class PostgresStore:
             row = await self._row(
                 conn,
                 "INSERT INTO battles"
-                " (battle_id, green_agent_id, opponents, config, state, created_at, backend_url, green_pool)"
-                " VALUES (%s, %s, %s, %s, 'queued', %s, %s, %s) ON CONFLICT (battle_id) DO NOTHING RETURNING 1 AS ok",
-                (battle_id, green_agent_id, opponents_text, config_text, created_at, backend_url, green_pool),
+                " (battle_id, green_agent_id, opponents, config, state, created_at, backend_url, green_pool, owner)"
+                " VALUES (%s, %s, %s, %s, 'queued', %s, %s, %s, %s)"
+                " ON CONFLICT (battle_id) DO NOTHING RETURNING 1 AS ok",
+                (battle_id, green_agent_id, opponents_text, config_text, created_at, backend_url, green_pool, owner),
             )
             if row is None:
                 raise BattleExists(battle_id)
@@ -443,6 +501,7 @@ class PostgresStore:
             last_seq=0,
             backend_url=backend_url,
             green_pool=green_pool,
+            owner=owner,
         )
 
     async def _events(self, conn: Conn, battle_id: str, after_seq: int, limit: int | None) -> list[dict[str, Any]]:
@@ -665,7 +724,6 @@ class PostgresStore:
             battle_id=battle_id,
             payload=payload,
             payload_text=payload_text,
-            received_at=utc_now_iso(),
             event_id=event_id,
             token_sha256=token_digest(presented_token),
             enforce_token=enforce_token,
@@ -685,6 +743,8 @@ class PostgresStore:
             row = await self._battle_row(conn, battle_id)
             if row is None or row["state"] != BattleState.QUEUED.value:
                 return StartOutcome.NOT_QUEUED
+            if row["owner"] is not None and row["owner"] != self._replica_id:
+                return StartOutcome.NOT_QUEUED  # another replica writes it itself (an import)
             opponents = json.loads(row["opponents"])
             pool = row["green_pool"]
             candidates = participant_ids(row["green_agent_id"], opponents)

@@ -51,7 +51,9 @@ class BattleScheduler:
         self._active: dict[str, _ActiveBattle] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
-        self._lease_task: asyncio.Task[None] | None = None
+        self._lease_tasks: list[asyncio.Task[None]] = []
+        self._starting: set[str] = set()
+        """Battles whose start this scheduler has asked the store for and not yet recorded as active."""
         self.flow = BattleFlow(service, settings, http, arm_timeout=self.arm_timeout, adopt_task=self.adopt_task)
 
     @property
@@ -66,14 +68,17 @@ class BattleScheduler:
         self._service.hub.add_listener(self._on_change)
         self._loop_task = asyncio.create_task(self._loop(), name="battle-scheduler")
         if self._service.store.shared:
-            self._lease_task = asyncio.create_task(self._lease_loop(), name="battle-scheduler-lease")
+            self._lease_tasks = [
+                asyncio.create_task(self._heartbeat_loop(), name="battle-scheduler-heartbeat"),
+                asyncio.create_task(self._takeover_loop(), name="battle-scheduler-takeover"),
+            ]
         self._wake.set()
 
     async def stop(self) -> None:
         """Cancel everything this scheduler started and wait for it (battles stay in the store as they are)."""
         self._service.hub.remove_listener(self._on_change)
         tasks = [task for active in self._active.values() for task in active.tasks]
-        for own in (self._loop_task, self._lease_task):
+        for own in (self._loop_task, *self._lease_tasks):
             if own is not None:
                 tasks.append(own)
         self._active.clear()
@@ -135,9 +140,14 @@ class BattleScheduler:
         for battle_id in await self._service.store.battle_ids_in_state(BattleState.QUEUED):
             if len(self._active) >= self._settings.max_concurrent_battles:
                 return
-            outcome = await self._service.start(battle_id, secrets.token_urlsafe(24))
+            self._starting.add(battle_id)
+            try:
+                outcome = await self._service.start(battle_id, secrets.token_urlsafe(24))
+                if outcome is StartOutcome.STARTED:
+                    self._active[battle_id] = _ActiveBattle()
+            finally:
+                self._starting.discard(battle_id)
             if outcome is StartOutcome.STARTED:
-                self._active[battle_id] = _ActiveBattle()
                 self.adopt_task(
                     battle_id, asyncio.create_task(self._run_flow(battle_id), name=f"battle-flow-{battle_id}")
                 )
@@ -152,37 +162,66 @@ class BattleScheduler:
             self._release(battle_id)
             self._wake.set()
 
-    async def _lease_loop(self) -> None:
-        """Renew the lease, take over orphaned battles, re-check the queue: every third of the lease."""
+    async def _heartbeat_loop(self) -> None:
+        """Renew this replica's lease every third of it (on the store's own connection for it)."""
         interval = self._settings.replica_lease_s / 3
         while True:
             await asyncio.sleep(interval)
             try:
                 await self._service.store.heartbeat()
+            except Exception:
+                logger.exception("battle scheduler: renewing the lease failed (retried in %.1f s)", interval)
+
+    async def _takeover_loop(self) -> None:
+        """Take over orphaned battles and re-check the queue, every third of the lease."""
+        interval = self._settings.replica_lease_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
                 await self._recover()
             except Exception:
-                logger.exception("battle scheduler: lease renewal or takeover failed (retried in %.1f s)", interval)
+                logger.exception("battle scheduler: taking over battles failed (retried in %.1f s)", interval)
             self._wake.set()
 
     async def _recover(self) -> None:
-        """Battles this replica just took over (left by a previous process, or by a replica whose lease ran out):
-        re-arm their timeout when battle_start was already sent, otherwise fail them (their setup cannot be
-        resumed). Queued ones are simply served by the loop."""
+        """Make this replica run exactly the running battles it owns. Battles it just took over (left by a previous
+        process, or by a replica whose lease ran out) and battles it owns but does not run (a takeover that failed
+        half-way) are picked up; battles another replica took over (this one's lease ran out while it was alive) are
+        stopped here. Queued ones are simply served by the loop."""
         store = self._service.store
-        for battle_id in await store.claim_orphaned_battles(self._settings.replica_lease_s):
-            battle = await store.get_battle(battle_id, include_events=False)
-            if battle is None or battle.state is not BattleState.RUNNING:
+        claimed = set(await store.claim_orphaned_battles())
+        running_here = set(self._active) - self._starting  # before reading the owners: a start after it is ours
+        owned = await store.owned_running_battles()
+        for battle_id in running_here - set(owned):
+            if battle_id in self._active:
+                logger.warning("battle %s is no longer this replica's (its lease ran out): stopped here", battle_id)
+                self._release(battle_id)
+        for battle_id in owned:
+            if battle_id in self._active or battle_id in self._starting:
                 continue
-            if battle.deadline_at is None or battle.battle_timeout is None:
-                reason = (
-                    "The backend replica that was setting up this battle stopped"
-                    if store.shared
-                    else "The backend restarted while this battle was being set up"
-                )
-                await self._service.fail(battle_id, reason)
-                continue
-            self._active[battle_id] = _ActiveBattle()
-            self.arm_timeout(battle_id, battle.deadline_at, battle.battle_timeout)
+            try:
+                await self._pick_up(battle_id, taken_over=battle_id in claimed)
+            except Exception:  # still owned and not running here: the next pass tries again
+                logger.exception("battle scheduler: could not pick up battle %s", battle_id)
+
+    async def _pick_up(self, battle_id: str, *, taken_over: bool) -> None:
+        """Re-arm the timeout of a battle whose battle_start was already sent; fail one caught in its setup (a setup
+        cannot be resumed)."""
+        store = self._service.store
+        battle = await store.get_battle(battle_id, include_events=False)
+        if battle is None or battle.state is not BattleState.RUNNING:
+            return
+        if battle.deadline_at is None or battle.battle_timeout is None:
+            reason = (
+                "The backend replica that was setting up this battle stopped"
+                if store.shared
+                else "The backend restarted while this battle was being set up"
+            )
+            await self._service.fail(battle_id, reason)
+            return
+        self._active[battle_id] = _ActiveBattle()
+        self.arm_timeout(battle_id, battle.deadline_at, battle.battle_timeout)
+        if taken_over:
             message = (
                 "Another backend replica took this battle over: it goes on, its timeout is re-armed"
                 if store.shared

@@ -123,7 +123,7 @@ class SQLiteStore:
     async def heartbeat(self) -> None:
         """No lease to renew: no other replica could take this one's battles."""
 
-    async def claim_orphaned_battles(self, lease_s: float) -> list[str]:
+    async def claim_orphaned_battles(self) -> list[str]:
         """Every running battle this process does not own was left by a previous process (the file has one
         process at a time): take them all, whatever the lease."""
 
@@ -138,6 +138,18 @@ class SQLiteStore:
             return ids
 
         return await self._write(fn)
+
+    async def owned_running_battles(self) -> list[str]:
+        """The running battles this process owns."""
+
+        def fn(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT battle_id FROM battles WHERE state = 'running' AND owner = ? ORDER BY rowid",
+                (self._replica_id,),
+            )
+            return [row["battle_id"] for row in rows]
+
+        return await self._read(fn)
 
     # --- plumbing -----------------------------------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:
@@ -275,8 +287,10 @@ class SQLiteStore:
         *,
         battle_id: str | None = None,
         green_pool: str | None = None,
+        owned: bool = False,
     ) -> BattleRecord:
         """Store a queued battle (BattleExists for a given ``battle_id`` the file already holds)."""
+        owner = self._replica_id if owned else None
         battle_id = battle_id or str(uuid.uuid4())
         created_at = utc_now_iso()
 
@@ -285,9 +299,18 @@ class SQLiteStore:
                 raise BattleExists(battle_id)
             conn.execute(
                 "INSERT INTO battles"
-                " (battle_id, green_agent_id, opponents, config, state, created_at, backend_url, green_pool)"
-                " VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)",
-                (battle_id, green_agent_id, dumps(opponents), dumps(config), created_at, backend_url, green_pool),
+                " (battle_id, green_agent_id, opponents, config, state, created_at, backend_url, green_pool, owner)"
+                " VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                (
+                    battle_id,
+                    green_agent_id,
+                    dumps(opponents),
+                    dumps(config),
+                    created_at,
+                    backend_url,
+                    green_pool,
+                    owner,
+                ),
             )
 
         await self._write(fn)
@@ -301,6 +324,7 @@ class SQLiteStore:
             last_seq=0,
             backend_url=backend_url,
             green_pool=green_pool,
+            owner=owner,
         )
 
     async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord | None:

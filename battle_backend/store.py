@@ -146,11 +146,15 @@ class BattleStore(Protocol):
     async def heartbeat(self) -> None:
         """Renew this replica's lease (the database's clock decides, so replicas' clocks need not agree)."""
 
-    async def claim_orphaned_battles(self, lease_s: float) -> list[str]:
-        """Make this replica the owner of every running battle whose owner has not renewed its lease within
-        ``lease_s`` seconds, retired, or is unknown; returns their ids (oldest first). Atomic: two replicas never
+    async def claim_orphaned_battles(self) -> list[str]:
+        """Make this replica the owner of every running battle whose owner has not renewed its lease within that
+        owner's own lease time, retired, or is unknown; returns their ids (oldest first). Atomic: two replicas never
         claim the same battle. The embedded store, having no other replicas, claims every running battle it does
         not own (they were left by a previous process)."""
+
+    async def owned_running_battles(self) -> list[str]:
+        """The running battles this replica owns (oldest first): what its scheduler should be running, no more
+        (another replica took over the rest) and no less (one it claimed but failed to pick up)."""
 
     # --- agents -------------------------------------------------------------------------------------------
     async def create_agent(self, register_info: dict[str, Any], agent_card: dict[str, Any]) -> AgentRecord:
@@ -178,10 +182,13 @@ class BattleStore(Protocol):
         *,
         battle_id: str | None = None,
         green_pool: str | None = None,
+        owned: bool = False,
     ) -> BattleRecord:
         """Store a new battle in state queued, under a new random id, or under ``battle_id`` (an imported battle keeps
         its run's id, so links into it stay valid); raises BattleExists for an id the store already holds. With
-        ``green_pool`` the battle may run on any green agent of that pool (``start_battle`` picks the member)."""
+        ``green_pool`` the battle may run on any green agent of that pool (``start_battle`` picks the member). With
+        ``owned`` it belongs to this replica from the start: no other replica's scheduler may start it (an import
+        writes such a battle through the store itself)."""
 
     async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord | None:
         """One battle, with its events in sequence order when asked."""
@@ -227,7 +234,8 @@ class BattleStore(Protocol):
         """queued -> running if every participant exists and is unlocked: lock them, clear their ready flags,
         store the token, make this replica the owner and log the start, all at once. A pool battle takes the green
         agent it names when that one is free, else the oldest free member of its pool (``green_agent_id`` is then
-        that member); AGENTS_BUSY when no member is free. Atomic across replicas: a battle starts once."""
+        that member); AGENTS_BUSY when no member is free; NOT_QUEUED for a battle another replica owns (``owned``).
+        Atomic across replicas: a battle starts once."""
 
     async def set_deadline(self, battle_id: str, deadline_at: float, battle_timeout: float) -> bool:
         """Record when a running battle times out (survives a restart)."""

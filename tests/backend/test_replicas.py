@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+import pytest
 from websockets.asyncio.client import connect
 
+from battle_backend.postgres_store import PostgresStore
 from tests.backend.conftest import Arena, Registered, RunningBackend, progress, result, run_backend, wait_until
 from tests.backend.test_live_updates import read_sse
 
@@ -295,3 +298,46 @@ async def test_ids_and_names_no_text_column_can_hold_are_refused_or_not_found(
         assert failed["state"] == "error" and failed["error"] == "agent said: \ufffd boom"
         page = await client.get(f"/ui/battles/{battle_id}")
         assert page.status_code == 200
+
+
+async def test_a_takeover_that_fails_half_way_is_completed_on_the_next_pass(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replica taking battles over fails on one of them (a database error while reading it): that battle is
+    still its own and not running there, so the next pass picks it up; it must never stay running for ever."""
+    battle_ids: list[str] = []
+    async with contextlib.AsyncExitStack() as stack:
+        first = await stack.enter_async_context(
+            run_backend(tmp_path / "a.sqlite3", db_url=postgres_url, replica_lease_s=1.0)
+        )
+        arena = Arena(backend=first, stack=stack)
+        for _ in range(2):
+            green, white = await arena.pair(battle_timeout=4.0)
+            battle_id = await arena.battle(green, ("white_agent", white))
+            await arena.started(green, battle_id)
+            battle_ids.append(battle_id)
+
+        async def deadlines_set() -> bool:
+            battles = [await first.ctx.store.get_battle(b, include_events=False) for b in battle_ids]
+            return all(b is not None and b.deadline_at is not None for b in battles)
+
+        await wait_until(deadlines_set)
+    # replica A stopped (retired); the survivor's first read of a battle it takes over fails once
+    failures = {"left": 1}
+    original = PostgresStore.get_battle
+
+    async def flaky_get_battle(self: PostgresStore, battle_id: str, *, include_events: bool = True) -> Any:
+        if battle_id in battle_ids and failures["left"] > 0:
+            failures["left"] -= 1
+            raise psycopg.OperationalError("connection lost (injected)")
+        return await original(self, battle_id, include_events=include_events)
+
+    monkeypatch.setattr(PostgresStore, "get_battle", flaky_get_battle)
+    async with run_backend(tmp_path / "b.sqlite3", db_url=postgres_url, replica_lease_s=1.0) as survivor:
+
+        async def both_finished() -> bool:
+            states = [(await survivor.client.get(f"/battles/{b}")).json()["state"] for b in battle_ids]
+            return states == ["finished", "finished"]
+
+        await wait_until(both_finished)
+        assert failures["left"] == 0

@@ -29,6 +29,7 @@ from battle_backend.store import (
     DuplicateEvent,
     StartOutcome,
     StoreNotice,
+    WriteFailed,
 )
 from battle_backend.store_factory import parse_db
 
@@ -201,7 +202,8 @@ async def test_the_starting_replica_owns_the_battle(store: BattleStore) -> None:
     battle_id, _, _ = await _running(store)
     battle = await store.get_battle(battle_id, include_events=False)
     assert battle is not None and battle.owner == store.replica_id
-    assert await store.claim_orphaned_battles(15.0) == []  # its own battles are never orphans
+    assert await store.claim_orphaned_battles() == []  # its own battles are never orphans
+    assert await store.owned_running_battles() == [battle_id]
 
 
 # --- takeover -----------------------------------------------------------------------------------------------------
@@ -218,8 +220,8 @@ async def test_sqlite_the_next_process_takes_over_every_running_battle(tmp_path:
     second = SQLiteStore(path)
     await second.open()
     try:
-        assert await second.claim_orphaned_battles(3600.0) == [battle_id]  # whatever the lease: a previous process
-        assert await second.claim_orphaned_battles(3600.0) == []
+        assert await second.claim_orphaned_battles() == [battle_id]  # whatever the lease: a previous process
+        assert await second.claim_orphaned_battles() == []
         battle = await second.get_battle(battle_id, include_events=False)
         assert battle is not None and battle.owner == second.replica_id
     finally:
@@ -227,19 +229,25 @@ async def test_sqlite_the_next_process_takes_over_every_running_battle(tmp_path:
 
 
 async def test_postgres_a_live_replicas_battles_are_not_claimed(postgres_url: str) -> None:
-    first, second = PostgresStore(postgres_url), PostgresStore(postgres_url)
-    await first.open()
-    await second.open()
+    """Each replica's own lease decides: a short-lease replica that stops renewing loses its battles, even to a
+    claimer whose own lease is long; a long-lease replica keeps them against a short-lease claimer."""
+    short, patient = PostgresStore(postgres_url, lease_s=0.2), PostgresStore(postgres_url, lease_s=3600)
+    await short.open()
+    await patient.open()
     try:
-        battle_id, _, _ = await _running(first)
-        assert await second.claim_orphaned_battles(15.0) == []  # first renewed its lease just now
-        await asyncio.sleep(0.3)
-        assert await second.claim_orphaned_battles(0.1) == [battle_id]  # its lease ran out (0.1 s)
-        battle = await first.get_battle(battle_id, include_events=False)
-        assert battle is not None and battle.owner == second.replica_id
+        battle_id, _, _ = await _running(short)
+        kept_id, _, _ = await _running(patient, token="other")
+        assert await patient.claim_orphaned_battles() == []  # short renewed its lease just now
+        await asyncio.sleep(0.5)
+        assert await short.claim_orphaned_battles() == []  # patient's lease (an hour) has not run out
+        assert await patient.claim_orphaned_battles() == [battle_id]  # short's (0.2 s) has
+        battle = await short.get_battle(battle_id, include_events=False)
+        assert battle is not None and battle.owner == patient.replica_id
+        assert await short.owned_running_battles() == []
+        assert await patient.owned_running_battles() == [battle_id, kept_id]
     finally:
-        await first.close()
-        await second.close()
+        await short.close()
+        await patient.close()
 
 
 async def test_postgres_a_retired_replicas_battles_are_claimed_once(postgres_url: str) -> None:
@@ -251,7 +259,7 @@ async def test_postgres_a_retired_replicas_battles_are_claimed_once(postgres_url
     for claimer in claimers:
         await claimer.open()
     try:
-        claimed = await asyncio.gather(*(c.claim_orphaned_battles(15.0) for c in claimers))
+        claimed = await asyncio.gather(*(c.claim_orphaned_battles() for c in claimers))
         flat = [battle_id for ids in claimed for battle_id in ids]
         assert sorted(flat) == sorted(battle_ids)  # every battle taken over, none twice
         for claimer, ids in zip(claimers, claimed, strict=True):
@@ -427,3 +435,89 @@ async def test_callers_that_give_up_do_not_disturb_the_others(store: BattleStore
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     stored = {e.seq: e.payload for e in events}
     assert all(stored[record.seq] == record.payload for record in answered)
+
+
+async def test_postgres_a_battle_another_replica_writes_itself_is_never_started_here(postgres_url: str) -> None:
+    importer, other = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    await importer.open()
+    await other.open()
+    try:
+        green_id, white_id = await _green(importer), await _white(importer)
+        battle = await importer.create_battle(green_id, _opponents(white_id), {}, None, owned=True)
+        assert await other.start_battle(battle.battle_id, "t") is StartOutcome.NOT_QUEUED
+        assert await importer.start_battle(battle.battle_id, "t") is StartOutcome.STARTED
+    finally:
+        await importer.close()
+        await other.close()
+
+
+async def test_postgres_stray_notices_never_stop_the_listener(postgres_url: str) -> None:
+    """Anyone who can connect may NOTIFY on the channel: malformed, deep or oddly typed payloads are ignored and the
+    replica goes on hearing the real ones."""
+    writer, reader = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    await writer.open()
+    await reader.open()
+    heard: list[StoreNotice] = []
+    reader.set_notice_handler(heard.append)
+    try:
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as stranger:
+            for payload in (
+                '{"o":"x","k":[],"id":"y"}',
+                '{"o":"x","k":{"a":1},"id":"y"}',
+                "[" * 3900 + "]" * 3900,  # deeper than json can parse, under NOTIFY's 8000 bytes
+                "not json",
+                '{"o":1,"k":"battle","id":"y"}',
+                '{"o":"x","k":"battle","id":"y","s":7}',
+            ):
+                await stranger.execute("SELECT pg_notify('arena_changes', %s)", (payload,))
+        green_id = await _green(writer)
+        battle = await writer.create_battle(green_id, [], {}, None)
+        async with asyncio.timeout(30):
+            while StoreNotice("battle", battle.battle_id, "queued") not in heard:
+                await asyncio.sleep(0.02)
+        assert heard == [StoreNotice("battle", battle.battle_id, "queued")]
+        assert reader.listener.listening
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+async def test_postgres_two_databases_migrated_at_once_in_one_process(postgres_server: Any) -> None:
+    urls = [postgres_server.create_database() for _ in range(4)]
+    stores = [PostgresStore(url) for url in urls]
+    try:
+        await asyncio.gather(*(store.open() for store in stores))
+        for store in stores:
+            battle_id, _, _ = await _running(store)
+            assert (await store.append_event(battle_id, {"n": 1})).seq == 3
+    finally:
+        for store in stores:
+            await store.close()
+        for url in urls:
+            postgres_server.drop_database(url.rsplit("/", 1)[1])
+
+
+async def test_postgres_a_read_only_database_refuses_every_write_as_write_failed(postgres_url: str) -> None:
+    """After a failover to a read-only server, every kind of write is a WriteFailed (a 503 to retry), never a raw
+    database error (a 500)."""
+    store = PostgresStore(postgres_url)
+    await store.open()
+    try:
+        battle_id, _, _ = await _running(store)
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+            name = (await (await admin.execute("SELECT current_database()")).fetchone() or ("",))[0]
+            await admin.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+            await admin.execute(  # the store's sessions end; the new ones it opens are read-only
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        with pytest.raises(WriteFailed):
+            await store.append_event(battle_id, {"n": 1})
+        with pytest.raises(WriteFailed):
+            await store.append_event(battle_id, {"is_result": True}, finish=FinishSpec("draw", {}, "t"))
+        with pytest.raises(WriteFailed):
+            await store.fail_battle(battle_id, "x")
+        with pytest.raises(WriteFailed):
+            await store.add_system_event(battle_id, system_event("x"))
+    finally:
+        await store.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
@@ -69,32 +69,40 @@ def body_cap(settings: BackendSettings) -> BodyCap:
     return cap
 
 
-def notice_bridge(store: BattleStore, hub: LiveHub) -> Callable[[StoreNotice], None]:
+class NoticeBridge:
     """Other replicas' changes into this replica's hub, as if they had been made here: a battle change reaches the
     live views and the scheduler, a ready report wakes the battle flows waiting for that agent. After a lost LISTEN
     connection (``resync``) every battle is marked changed, read from the store in a task of its own."""
-    tasks: set[asyncio.Task[None]] = set()
 
-    async def resync() -> None:
+    def __init__(self, store: BattleStore, hub: LiveHub) -> None:
+        self._store = store
+        self._hub = hub
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __call__(self, notice: StoreNotice) -> None:
+        if notice.kind == "battle":
+            self._hub.publish(BattleChange(notice.key, BattleState(notice.state) if notice.state else None))
+        elif notice.kind == "agent_ready":
+            self._hub.agent_ready(notice.key)
+        elif notice.kind == "resync":
+            task = asyncio.create_task(self._resync(), name="battle-store-resync")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _resync(self) -> None:
         try:
-            battles = await store.list_battles(include_events=False)
+            battles = await self._store.list_battles(include_events=False)
         except Exception:
             logger.exception("battle store: could not re-read the battles after a lost LISTEN connection")
             return
         for battle in battles:
-            hub.publish(BattleChange(battle.battle_id, battle.state))
+            self._hub.publish(BattleChange(battle.battle_id, battle.state))
 
-    def on_notice(notice: StoreNotice) -> None:
-        if notice.kind == "battle":
-            hub.publish(BattleChange(notice.key, BattleState(notice.state) if notice.state else None))
-        elif notice.kind == "agent_ready":
-            hub.agent_ready(notice.key)
-        elif notice.kind == "resync":
-            task = asyncio.create_task(resync(), name="battle-store-resync")
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-    return on_notice
+    async def aclose(self) -> None:
+        """Stop re-reads still running (the app's shutdown)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 def create_app(settings: BackendSettings | None = None) -> Starlette:
@@ -108,7 +116,8 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
         await store.open()
         http = httpx.AsyncClient(timeout=settings.http_timeout_s, trust_env=False)
         hub = LiveHub()
-        store.set_notice_handler(notice_bridge(store, hub))
+        bridge = NoticeBridge(store, hub)
+        store.set_notice_handler(bridge)
         service = BattleService(store, hub, settings, http)
         scheduler = BattleScheduler(service, settings, http)
         renderer = Renderer()
@@ -136,6 +145,7 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
                 yield
         finally:
             store.set_notice_handler(None)
+            await bridge.aclose()
             await scheduler.stop()
             await feeds.aclose()
             await hub.aclose()

@@ -11,9 +11,12 @@ Why it looks like this:
 - Every committed change sends ``NOTIFY arena_changes`` from inside its transaction (delivered only if it commits,
   in commit order): each replica LISTENs on a connection of its own (:mod:`battle_backend.postgres_listener`) and
   hands the other replicas' changes to its live views and scheduler (see ``set_notice_handler``).
-- Replicas: ``replicas`` holds each one's heartbeat (the database's clock); a battle's ``owner`` is the replica that
-  started it. ``claim_orphaned_battles`` moves the running battles of a replica whose lease expired, or which shut
-  down (it deletes its row), to the caller, with ``FOR UPDATE SKIP LOCKED`` so two claimers never take the same one.
+- Progress events: one call of the database function ``arena_append_event`` each, written by one task per battle
+  (:mod:`battle_backend.postgres_appends`), which commits the events that waited meanwhile together.
+- Replicas: ``replicas`` holds each one's heartbeat (the database's clock) and lease time; a battle's ``owner`` is the
+  replica that started it. ``claim_orphaned_battles`` moves the running battles of a replica whose own lease expired,
+  or which shut down (it deletes its row), to the caller, by a compare-and-set on the previous owner, so two claimers
+  never take the same one.
 - The schema is Alembic's (:mod:`battle_backend.postgres_schema`), migrated on ``open`` in a worker thread.
 
 Values are kept exactly as the SQLite store keeps them (JSON text from :mod:`battle_backend.stored_json`, read back

@@ -34,5 +34,12 @@ def parse_db(value: str) -> tuple[Path | None, str | None]:
 def make_store(settings: BackendSettings) -> BattleStore:
     """A store for the settings (not opened yet)."""
     if settings.db_url is not None:
-        return PostgresStore(settings.db_url, pool_max=settings.db_pool_size, lease_s=settings.replica_lease_s)
+        return PostgresStore(
+            settings.db_url,
+            # a few connections open from the start: a first burst of posters need not wait for new ones (each
+            # costs tens of milliseconds to establish)
+            pool_min=min(4, settings.db_pool_size),
+            pool_max=settings.db_pool_size,
+            lease_s=settings.replica_lease_s,
+        )
     return SQLiteStore(settings.db_path, synchronous=settings.sqlite_synchronous)

@@ -17,7 +17,8 @@ Each caller is still answered only once the transaction holding its event commit
 battle, token, duplicate key, closed battle) is its own: the function returns refusals instead of raising, so they
 never abort the batch. A failure of the transaction itself fails every event of it (WriteFailed, nothing stored,
 safe to retry); an unexpected error of one event in a batch makes the batch run again one event per transaction,
-so that it fails alone.
+so that it fails alone. Transactions are the store's own (``PostgresStore._write``: the same retries and the same
+failure mapping as every other write).
 """
 
 from __future__ import annotations
@@ -27,12 +28,10 @@ import hashlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg import errors as pg_errors
 
 from battle_backend.records import BattleState, EventRecord
 from battle_backend.store import BattleClosed, BattleNotFound, DuplicateEvent, TokenRejected, WriteFailed
@@ -42,11 +41,12 @@ logger = logging.getLogger(__name__)
 
 MAX_BATCH = 256
 """Events of one battle committed together at most (a bound on one transaction's size, not a pacing)."""
-RETRIED_ERRORS = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
-TRANSACTION_ATTEMPTS = 4
 APPEND_SQL = "SELECT * FROM arena_append_event(%s, %s, %s, %s, %s, %s)"
 
-Connect = Callable[[], AbstractAsyncContextManager[psycopg.AsyncConnection[dict[str, Any]]]]
+Conn = psycopg.AsyncConnection[dict[str, Any]]
+Transact = Callable[[Callable[[Conn], Awaitable[Any]]], Awaitable[Any]]
+"""The store's transaction runner (``PostgresStore._write``: retries deadlocks, turns a database failure into
+WriteFailed with the psycopg error as its cause)."""
 
 
 def token_digest(presented: str | None) -> bytes | None:
@@ -112,8 +112,8 @@ class _Queue:
 class BattleAppends:
     """The per-battle writers of one store (one replica)."""
 
-    def __init__(self, connect: Connect, origin: str) -> None:
-        self._connect = connect
+    def __init__(self, transact: Transact, origin: str) -> None:
+        self._transact = transact
         self._origin = origin
         self._queues: dict[str, _Queue] = {}
         self.batches = 0
@@ -172,20 +172,18 @@ class BattleAppends:
 
     async def _settle(self, batch: list[PendingAppend]) -> None:
         try:
-            answers = await self._commit(batch)
+            answers = await self._transact(lambda conn: self._call(conn, batch))
         except WriteFailed as exc:
-            for item in batch:
-                if not item.future.done():
-                    item.future.set_exception(WriteFailed(str(exc)))
-            return
-        except psycopg.Error as exc:
-            if len(batch) > 1:  # one event made the database raise: each alone, so that it fails alone
+            if len(batch) > 1 and not isinstance(exc.__cause__, psycopg.OperationalError):
+                # one event made the database raise (not the connection, not the server): each alone, so that it
+                # fails alone
                 logger.warning("battle store: a batch of %d events failed (%s); retried one by one", len(batch), exc)
                 for item in batch:
                     await self._settle([item])
                 return
-            if not batch[0].future.done():
-                batch[0].future.set_exception(WriteFailed(f"{type(exc).__name__}: {exc}"))
+            for item in batch:
+                if not item.future.done():
+                    item.future.set_exception(WriteFailed(str(exc)))
             return
         except BaseException as exc:  # cancelled (the store is closing): nobody must wait for ever
             for item in batch:
@@ -203,22 +201,13 @@ class BattleAppends:
             else:
                 item.future.set_result(answer)
 
-    async def _commit(self, batch: list[PendingAppend]) -> list[EventRecord | BaseException]:
-        """One transaction for the batch, pipelined (one round trip for the calls, one for the commit)."""
-        for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
-            try:
-                async with self._connect() as conn, conn.transaction():
-                    async with conn.pipeline():
-                        cursors = [await conn.execute(APPEND_SQL, item.params(self._origin)) for item in batch]
-                    rows = [await cursor.fetchone() for cursor in cursors]
-                return [
-                    outcome(item, row) if row is not None else WriteFailed("no answer")
-                    for item, row in zip(batch, rows, strict=True)
-                ]
-            except RETRIED_ERRORS as exc:
-                if attempt == TRANSACTION_ATTEMPTS:
-                    raise WriteFailed(f"the transaction kept failing: {type(exc).__name__}: {exc}") from exc
-                await asyncio.sleep(0.005 * attempt)
-            except psycopg.OperationalError as exc:
-                raise WriteFailed(f"{type(exc).__name__}: {exc}") from exc
-        raise AssertionError("unreachable")
+    async def _call(self, conn: Conn, batch: list[PendingAppend]) -> list[EventRecord | BaseException]:
+        """The batch's calls, pipelined inside the caller's transaction (one round trip for the calls, one for the
+        commit)."""
+        async with conn.pipeline():
+            cursors = [await conn.execute(APPEND_SQL, item.params(self._origin)) for item in batch]
+        rows = [await cursor.fetchone() for cursor in cursors]
+        return [
+            outcome(item, row) if row is not None else WriteFailed("no answer")
+            for item, row in zip(batch, rows, strict=True)
+        ]

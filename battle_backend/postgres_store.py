@@ -45,7 +45,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from battle_backend import postgres_schema
 from battle_backend.body_limits import has_lone_surrogate
-from battle_backend.elo import INITIAL_RATING
 from battle_backend.postgres_appends import BattleAppends, PendingAppend, token_digest
 from battle_backend.postgres_listener import CHANNEL, NoticeListener, notice_payload
 from battle_backend.records import (
@@ -59,16 +58,12 @@ from battle_backend.records import (
     system_event,
     utc_now_iso,
 )
-from battle_backend.security import tokens_match
 from battle_backend.store import (
     AgentDeleteOutcome,
-    BattleClosed,
     BattleExists,
     BattleNotFound,
-    DuplicateEvent,
     NoticeHandler,
     StartOutcome,
-    TokenRejected,
     WriteFailed,
 )
 from battle_backend.stored_json import dumps
@@ -81,11 +76,15 @@ from battle_backend.stored_rows import (
     history_entry,
 )
 from battle_backend.transition_rules import (
+    HISTORY_COLUMNS,
     AgentFacts,
     PoolMember,
+    append_refusal,
     choose_green,
     error_outcome,
     finish_outcome,
+    new_agent,
+    new_battle,
     participant_ids,
     plan_outcomes,
 )
@@ -175,7 +174,7 @@ class PostgresStore:
             name="arena-battle-store",
         )
         self._listener = NoticeListener(self._conninfo, self._replica_id)
-        self._appends = BattleAppends(self._connection, self._replica_id)
+        self._appends = BattleAppends(self._write, self._replica_id)
         self._closed = False
 
     # --- identity -----------------------------------------------------------------------------------------
@@ -371,29 +370,24 @@ class PostgresStore:
     # --- agents -------------------------------------------------------------------------------------------
     async def create_agent(self, register_info: dict[str, Any], agent_card: dict[str, Any]) -> AgentRecord:
         """Store a new agent: unlocked, not ready, rated 1000 unless green."""
-        agent_id = str(uuid.uuid4())
-        is_green = bool(register_info.get("is_green"))
-        rating = None if is_green else INITIAL_RATING
-        created_at = utc_now_iso()
-        pool = (register_info.get("pool") or None) if is_green else None
+        agent = new_agent(register_info, agent_card)
 
         async def fn(conn: Conn) -> None:
             await conn.execute(
                 "INSERT INTO agents (agent_id, register_info, agent_card, elo_rating, created_at, pool)"
                 " VALUES (%s, %s, %s, %s, %s, %s)",
-                (agent_id, dumps(register_info), dumps(agent_card), rating, created_at, pool),
+                (
+                    agent.agent_id,
+                    dumps(agent.register_info),
+                    dumps(agent.agent_card),
+                    agent.elo_rating,
+                    agent.created_at,
+                    agent.pool,
+                ),
             )
 
         await self._write(fn)
-        return AgentRecord(
-            agent_id=agent_id,
-            register_info=dict(register_info),
-            agent_card=dict(agent_card),
-            status="unlocked",
-            ready=False,
-            elo_rating=rating,
-            created_at=created_at,
-        )
+        return agent
 
     async def _history(self, conn: Conn, agent_ids: list[str] | None) -> dict[str, list[BattleHistoryEntry]]:
         if agent_ids is None:
@@ -475,9 +469,15 @@ class PostgresStore:
     ) -> BattleRecord:
         """Store a queued battle (BattleExists for a given ``battle_id`` the database already holds); an ``owned``
         one belongs to this replica at once, so no other replica's scheduler starts it."""
-        battle_id = battle_id or str(uuid.uuid4())
-        owner = self._replica_id if owned else None
-        created_at = utc_now_iso()
+        battle = new_battle(
+            green_agent_id,
+            opponents,
+            config,
+            backend_url,
+            battle_id=battle_id,
+            green_pool=green_pool,
+            owner=self._replica_id if owned else None,
+        )
         opponents_text, config_text = dumps(opponents), dumps(config)
 
         async def fn(conn: Conn) -> None:
@@ -487,25 +487,23 @@ class PostgresStore:
                 " (battle_id, green_agent_id, opponents, config, state, created_at, backend_url, green_pool, owner)"
                 " VALUES (%s, %s, %s, %s, 'queued', %s, %s, %s, %s)"
                 " ON CONFLICT (battle_id) DO NOTHING RETURNING 1 AS ok",
-                (battle_id, green_agent_id, opponents_text, config_text, created_at, backend_url, green_pool, owner),
+                (
+                    battle.battle_id,
+                    green_agent_id,
+                    opponents_text,
+                    config_text,
+                    battle.created_at,
+                    backend_url,
+                    green_pool,
+                    battle.owner,
+                ),
             )
             if row is None:
-                raise BattleExists(battle_id)
-            await self._notify(conn, "battle", battle_id, BattleState.QUEUED)
+                raise BattleExists(battle.battle_id)
+            await self._notify(conn, "battle", battle.battle_id, BattleState.QUEUED)
 
         await self._write(fn)
-        return BattleRecord(
-            battle_id=battle_id,
-            green_agent_id=green_agent_id,
-            opponents=[dict(op) for op in opponents],
-            config=dict(config),
-            state=BattleState.QUEUED,
-            created_at=created_at,
-            last_seq=0,
-            backend_url=backend_url,
-            green_pool=green_pool,
-            owner=owner,
-        )
+        return battle
 
     async def _events(self, conn: Conn, battle_id: str, after_seq: int, limit: int | None) -> list[dict[str, Any]]:
         sql = "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = %s AND seq > %s ORDER BY seq"
@@ -636,27 +634,15 @@ class PostgresStore:
     ) -> None:
         """History entries and rating changes for every participant, then release the battle's locks."""
         battle_id = row["battle_id"]
-        now = utc_now_iso()
-        opponent_ids = dumps([str(op["agent_id"]) for op in opponents])
-        for entry in plan_outcomes(row["green_agent_id"], opponents, agents, outcome):
+        for entry in plan_outcomes(battle_id, row["green_agent_id"], opponents, agents, outcome):
             await conn.execute(
                 "UPDATE agents SET elo_rating = %s WHERE agent_id = %s AND elo_rating IS NOT NULL",
                 (entry.final_rating, entry.agent_id),
             )
             await conn.execute(
-                "INSERT INTO agent_battle_history"
-                " (agent_id, battle_id, result, elo_change, final_rating, opponents, green_agent_id, timestamp)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (agent_id, battle_id) DO NOTHING",
-                (
-                    entry.agent_id,
-                    battle_id,
-                    entry.result,
-                    entry.elo_change,
-                    entry.final_rating,
-                    opponent_ids,
-                    row["green_agent_id"],
-                    now,
-                ),
+                f"INSERT INTO agent_battle_history ({HISTORY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (agent_id, battle_id) DO NOTHING",
+                entry.history_values(),
             )
         await conn.execute("UPDATE agents SET locked_by = NULL, ready = FALSE WHERE locked_by = %s", (battle_id,))
 
@@ -698,26 +684,29 @@ class PostgresStore:
             payload_text, result_text = dumps(payload), ""
 
         async def finish_alone(conn: Conn) -> EventRecord:
-            """The result's own transaction: the same checks as arena_append_event, then the finish."""
+            """The result's own transaction: the contract's checks (those arena_append_event makes in the database for
+            progress events), then the finish."""
             row = await self._battle_row(conn, battle_id)
             if row is None:
                 raise BattleNotFound(battle_id)
-            if presented_token is not None:
-                if not tokens_match(row["battle_token"], presented_token):
-                    raise TokenRejected(battle_id, "the presented battle token is not this battle's")
-            elif enforce_token:
-                raise TokenRejected(battle_id, "no battle token was presented")
+            stored = None
             if event_id is not None:
                 stored = await self._row(
                     conn,
                     "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = %s AND event_id = %s",
                     (battle_id, event_id),
                 )
-                if stored is not None:
-                    raise DuplicateEvent(event_record(battle_id, stored), event_id)
-            state = BattleState(row["state"])
-            if state.is_terminal:
-                raise BattleClosed(battle_id, state)
+            refusal = append_refusal(
+                battle_id,
+                row["state"],
+                row["battle_token"],
+                presented_token=presented_token,
+                enforce_token=enforce_token,
+                event_id=event_id,
+                stored=event_record(battle_id, stored) if stored is not None else None,
+            )
+            if refusal is not None:
+                raise refusal
             record = await self._append(conn, battle_id, row["last_seq"], payload_text, payload, event_id)
             assert finish is not None  # progress events take the writer's path (arena_append_event)
             await self._finish(conn, row, finish, result_text)

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from battle_backend import sqlite_transitions as transitions
-from battle_backend.elo import INITIAL_RATING
 from battle_backend.records import (
     OPEN_STATES,
     AgentRecord,
@@ -44,23 +43,26 @@ from battle_backend.records import (
     system_event,
     utc_now_iso,
 )
-from battle_backend.security import tokens_match
 from battle_backend.sqlite_rows import events_after, history_entries
 from battle_backend.sqlite_schema import migrate
 from battle_backend.sqlite_writer import GroupCommitWriter
 from battle_backend.store import (
     AgentDeleteOutcome,
-    BattleClosed,
     BattleExists,
     BattleNotFound,
-    DuplicateEvent,
     NoticeHandler,
     StartOutcome,
-    TokenRejected,
 )
 from battle_backend.stored_json import dumps
 from battle_backend.stored_rows import BATTLE_COLUMNS, agent_record, battle_record
-from battle_backend.transition_rules import PoolMember, choose_green, participant_ids
+from battle_backend.transition_rules import (
+    PoolMember,
+    append_refusal,
+    choose_green,
+    new_agent,
+    new_battle,
+    participant_ids,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -208,29 +210,25 @@ class SQLiteStore:
     # --- agents -------------------------------------------------------------------------------------------
     async def create_agent(self, register_info: dict[str, Any], agent_card: dict[str, Any]) -> AgentRecord:
         """Store a new agent: unlocked, not ready, rated 1000 unless green."""
-        agent_id = str(uuid.uuid4())
-        rating = None if register_info.get("is_green") else INITIAL_RATING
-        created_at = utc_now_iso()
-        pool = register_info.get("pool") if register_info.get("is_green") else None
+        agent = new_agent(register_info, agent_card)
 
         def fn(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO agents"
                 " (agent_id, register_info, agent_card, locked_by, ready, elo_rating, created_at, pool)"
                 " VALUES (?, ?, ?, NULL, 0, ?, ?, ?)",
-                (agent_id, dumps(register_info), dumps(agent_card), rating, created_at, pool or None),
+                (
+                    agent.agent_id,
+                    dumps(agent.register_info),
+                    dumps(agent.agent_card),
+                    agent.elo_rating,
+                    agent.created_at,
+                    agent.pool,
+                ),
             )
 
         await self._write(fn)
-        return AgentRecord(
-            agent_id=agent_id,
-            register_info=dict(register_info),
-            agent_card=dict(agent_card),
-            status="unlocked",
-            ready=False,
-            elo_rating=rating,
-            created_at=created_at,
-        )
+        return agent
 
     async def get_agent(self, agent_id: str) -> AgentRecord | None:
         """One agent with its history."""
@@ -290,42 +288,37 @@ class SQLiteStore:
         owned: bool = False,
     ) -> BattleRecord:
         """Store a queued battle (BattleExists for a given ``battle_id`` the file already holds)."""
-        owner = self._replica_id if owned else None
-        battle_id = battle_id or str(uuid.uuid4())
-        created_at = utc_now_iso()
+        battle = new_battle(
+            green_agent_id,
+            opponents,
+            config,
+            backend_url,
+            battle_id=battle_id,
+            green_pool=green_pool,
+            owner=self._replica_id if owned else None,
+        )
 
         def fn(conn: sqlite3.Connection) -> None:
-            if transitions.battle_row(conn, battle_id) is not None:
-                raise BattleExists(battle_id)
+            if transitions.battle_row(conn, battle.battle_id) is not None:
+                raise BattleExists(battle.battle_id)
             conn.execute(
                 "INSERT INTO battles"
                 " (battle_id, green_agent_id, opponents, config, state, created_at, backend_url, green_pool, owner)"
                 " VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
                 (
-                    battle_id,
+                    battle.battle_id,
                     green_agent_id,
                     dumps(opponents),
                     dumps(config),
-                    created_at,
+                    battle.created_at,
                     backend_url,
                     green_pool,
-                    owner,
+                    battle.owner,
                 ),
             )
 
         await self._write(fn)
-        return BattleRecord(
-            battle_id=battle_id,
-            green_agent_id=green_agent_id,
-            opponents=[dict(op) for op in opponents],
-            config=dict(config),
-            state=BattleState.QUEUED,
-            created_at=created_at,
-            last_seq=0,
-            backend_url=backend_url,
-            green_pool=green_pool,
-            owner=owner,
-        )
+        return battle
 
     async def get_battle(self, battle_id: str, *, include_events: bool = True) -> BattleRecord | None:
         """One battle (events included unless asked not to)."""
@@ -384,18 +377,17 @@ class SQLiteStore:
             row = transitions.battle_row(conn, battle_id)
             if row is None:
                 raise BattleNotFound(battle_id)
-            if presented_token is not None:
-                if not tokens_match(row["battle_token"], presented_token):
-                    raise TokenRejected(battle_id, "the presented battle token is not this battle's")
-            elif enforce_token:
-                raise TokenRejected(battle_id, "no battle token was presented")
-            if event_id is not None:
-                stored = transitions.event_with_id(conn, battle_id, event_id)
-                if stored is not None:
-                    raise DuplicateEvent(stored, event_id)
-            state = BattleState(row["state"])
-            if state.is_terminal:
-                raise BattleClosed(battle_id, state)
+            refusal = append_refusal(
+                battle_id,
+                row["state"],
+                row["battle_token"],
+                presented_token=presented_token,
+                enforce_token=enforce_token,
+                event_id=event_id,
+                stored=transitions.event_with_id(conn, battle_id, event_id) if event_id is not None else None,
+            )
+            if refusal is not None:
+                raise refusal
             record = transitions.append_event(conn, battle_id, row["last_seq"], payload, event_id)
             if finish is not None:
                 transitions.finish(conn, row, finish)

@@ -79,28 +79,15 @@ def record_outcomes(conn: sqlite3.Connection, row: sqlite3.Row, outcome: Callabl
     """Write each participant's history entry and rating change, and release the locks this battle holds."""
     battle_id = row["battle_id"]
     opponents = json.loads(row["opponents"])
-    opponent_ids = dumps([str(op["agent_id"]) for op in opponents])
     agents = agent_facts(conn, participant_ids(row))
-    now = utc_now_iso()
-    for entry in rules.plan_outcomes(row["green_agent_id"], opponents, agents, outcome):
+    for entry in rules.plan_outcomes(battle_id, row["green_agent_id"], opponents, agents, outcome):
         conn.execute(
             "UPDATE agents SET elo_rating = ? WHERE agent_id = ? AND elo_rating IS NOT NULL",
             (entry.final_rating, entry.agent_id),
         )
         conn.execute(
-            "INSERT OR IGNORE INTO agent_battle_history"
-            " (agent_id, battle_id, result, elo_change, final_rating, opponents, green_agent_id, timestamp)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                entry.agent_id,
-                battle_id,
-                entry.result,
-                entry.elo_change,
-                entry.final_rating,
-                opponent_ids,
-                row["green_agent_id"],
-                now,
-            ),
+            f"INSERT OR IGNORE INTO agent_battle_history ({rules.HISTORY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            entry.history_values(),
         )
     conn.execute("UPDATE agents SET locked_by = NULL, ready = 0 WHERE locked_by = ?", (battle_id,))
 

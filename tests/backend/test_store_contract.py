@@ -18,6 +18,7 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine
 
+from battle_backend.postgres_appends import PendingAppend
 from battle_backend.postgres_schema import SchemaTooNew, alembic_config, head_revision, sqlalchemy_url
 from battle_backend.postgres_store import PostgresStore, safe_url
 from battle_backend.records import BattleState, FinishSpec, system_event
@@ -519,5 +520,34 @@ async def test_postgres_a_read_only_database_refuses_every_write_as_write_failed
             await store.fail_battle(battle_id, "x")
         with pytest.raises(WriteFailed):
             await store.add_system_event(battle_id, system_event("x"))
+    finally:
+        await store.close()
+
+
+async def test_postgres_an_event_the_database_refuses_fails_alone_in_its_batch(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events waiting for their battle's writer are committed together; when the database raises on one of them
+    (here: a value it cannot hold, slipped past every check on purpose), the others are written anyway and only that
+    caller hears of it."""
+    store = PostgresStore(postgres_url)
+    await store.open()
+    try:
+        battle_id, _, _ = await _running(store)
+        original = PendingAppend.params
+
+        def poisoned(self: PendingAppend, origin: str) -> tuple[Any, ...]:
+            values = original(self, origin)
+            return (values[0], "\x00", *values[2:]) if self.payload.get("poison") else values
+
+        monkeypatch.setattr(PendingAppend, "params", poisoned)
+        outcomes = await asyncio.gather(
+            *(store.append_event(battle_id, {"n": n, "poison": n == 13}) for n in range(30)), return_exceptions=True
+        )
+        failed = [n for n, o in enumerate(outcomes) if isinstance(o, BaseException)]
+        assert failed == [13] and isinstance(outcomes[13], WriteFailed)
+        assert store.appends.batches < 30  # the events did share transactions
+        stored = [e.payload["n"] for e in await store.list_events(battle_id) if "n" in e.payload]
+        assert sorted(stored) == [n for n in range(30) if n != 13]
     finally:
         await store.close()

@@ -9,7 +9,9 @@ Waits are bounded only to turn a hang into a failure; nothing asserts on duratio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,17 @@ async def _green(store: BattleStore, alias: str = "g", pool: str | None = None) 
 
 async def _white(store: BattleStore, alias: str = "w") -> str:
     return (await store.create_agent({"alias": alias, "is_green": False}, {"name": alias.upper()})).agent_id
+
+
+@contextlib.asynccontextmanager
+async def open_replicas(url: str, count: int, **options: Any) -> AsyncIterator[tuple[PostgresStore, ...]]:
+    """``count`` opened PostgreSQL stores (replicas) on one database, closed afterwards."""
+    stores = tuple(PostgresStore(url, **options) for _ in range(count))
+    async with contextlib.AsyncExitStack() as stack:
+        for store in stores:
+            await store.open()
+            stack.push_async_callback(store.close)
+        yield stores
 
 
 def _opponents(white_id: str) -> list[dict[str, Any]]:
@@ -276,14 +289,11 @@ async def test_postgres_a_retired_replicas_battles_are_claimed_once(postgres_url
 
 
 async def test_postgres_notices_reach_the_other_replicas_in_commit_order(postgres_url: str) -> None:
-    writer, reader = PostgresStore(postgres_url), PostgresStore(postgres_url)
-    await writer.open()
-    await reader.open()
-    mine: list[StoreNotice] = []
-    theirs: list[StoreNotice] = []
-    writer.set_notice_handler(mine.append)
-    reader.set_notice_handler(theirs.append)
-    try:
+    async with open_replicas(postgres_url, 2) as (writer, reader):
+        mine: list[StoreNotice] = []
+        theirs: list[StoreNotice] = []
+        writer.set_notice_handler(mine.append)
+        reader.set_notice_handler(theirs.append)
         green_id, white_id = await _green(writer), await _white(writer)
         battle = await writer.create_battle(green_id, _opponents(white_id), {}, None)
         await writer.start_battle(battle.battle_id, "tok")
@@ -306,18 +316,12 @@ async def test_postgres_notices_reach_the_other_replicas_in_commit_order(postgre
                 await asyncio.sleep(0.01)
         assert theirs == expected
         assert mine == []  # a replica hears only the others: its own changes it published itself
-    finally:
-        await writer.close()
-        await reader.close()
 
 
 async def test_postgres_a_lost_listen_connection_comes_back_with_a_resync(postgres_url: str) -> None:
-    writer, reader = PostgresStore(postgres_url), PostgresStore(postgres_url)
-    await writer.open()
-    await reader.open()
-    heard: list[StoreNotice] = []
-    reader.set_notice_handler(heard.append)
-    try:
+    async with open_replicas(postgres_url, 2) as (writer, reader):
+        heard: list[StoreNotice] = []
+        reader.set_notice_handler(heard.append)
         async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
             await admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
@@ -331,9 +335,6 @@ async def test_postgres_a_lost_listen_connection_comes_back_with_a_resync(postgr
             while StoreNotice("battle", battle.battle_id, "queued") not in heard:
                 await asyncio.sleep(0.02)
         assert reader.listener.reconnects >= 1
-    finally:
-        await writer.close()
-        await reader.close()
 
 
 async def test_postgres_replicas_migrating_at_once_and_a_newer_schema(postgres_url: str) -> None:
@@ -407,17 +408,13 @@ async def test_postgres_an_older_schema_is_migrated_forward_and_keeps_its_data(p
         await conn.execute(
             "INSERT INTO battle_events (battle_id, seq, payload, received_at) VALUES ('old', 1, '{\"a\":1}', 't')"
         )
-    store = PostgresStore(postgres_url)
-    await store.open()
-    try:
+    async with open_replicas(postgres_url, 1) as (store,):
         record = await store.append_event("old", {"b": 2}, event_id="k")
         assert record.seq == 2
         assert [e.payload for e in await store.list_events("old")] == [{"a": 1}, {"b": 2}]
         async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
             cur = await conn.execute("SELECT version_num FROM alembic_version")
             assert await cur.fetchone() == (head_revision(),)
-    finally:
-        await store.close()
 
 
 async def test_callers_that_give_up_do_not_disturb_the_others(store: BattleStore) -> None:
@@ -439,28 +436,19 @@ async def test_callers_that_give_up_do_not_disturb_the_others(store: BattleStore
 
 
 async def test_postgres_a_battle_another_replica_writes_itself_is_never_started_here(postgres_url: str) -> None:
-    importer, other = PostgresStore(postgres_url), PostgresStore(postgres_url)
-    await importer.open()
-    await other.open()
-    try:
+    async with open_replicas(postgres_url, 2) as (importer, other):
         green_id, white_id = await _green(importer), await _white(importer)
         battle = await importer.create_battle(green_id, _opponents(white_id), {}, None, owned=True)
         assert await other.start_battle(battle.battle_id, "t") is StartOutcome.NOT_QUEUED
         assert await importer.start_battle(battle.battle_id, "t") is StartOutcome.STARTED
-    finally:
-        await importer.close()
-        await other.close()
 
 
 async def test_postgres_stray_notices_never_stop_the_listener(postgres_url: str) -> None:
     """Anyone who can connect may NOTIFY on the channel: malformed, deep or oddly typed payloads are ignored and the
     replica goes on hearing the real ones."""
-    writer, reader = PostgresStore(postgres_url), PostgresStore(postgres_url)
-    await writer.open()
-    await reader.open()
-    heard: list[StoreNotice] = []
-    reader.set_notice_handler(heard.append)
-    try:
+    async with open_replicas(postgres_url, 2) as (writer, reader):
+        heard: list[StoreNotice] = []
+        reader.set_notice_handler(heard.append)
         async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as stranger:
             for payload in (
                 '{"o":"x","k":[],"id":"y"}',
@@ -478,9 +466,6 @@ async def test_postgres_stray_notices_never_stop_the_listener(postgres_url: str)
                 await asyncio.sleep(0.02)
         assert heard == [StoreNotice("battle", battle.battle_id, "queued")]
         assert reader.listener.listening
-    finally:
-        await writer.close()
-        await reader.close()
 
 
 async def test_postgres_two_databases_migrated_at_once_in_one_process(postgres_server: Any) -> None:
@@ -501,9 +486,7 @@ async def test_postgres_two_databases_migrated_at_once_in_one_process(postgres_s
 async def test_postgres_a_read_only_database_refuses_every_write_as_write_failed(postgres_url: str) -> None:
     """After a failover to a read-only server, every kind of write is a WriteFailed (a 503 to retry), never a raw
     database error (a 500)."""
-    store = PostgresStore(postgres_url)
-    await store.open()
-    try:
+    async with open_replicas(postgres_url, 1) as (store,):
         battle_id, _, _ = await _running(store)
         async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
             name = (await (await admin.execute("SELECT current_database()")).fetchone() or ("",))[0]
@@ -520,8 +503,6 @@ async def test_postgres_a_read_only_database_refuses_every_write_as_write_failed
             await store.fail_battle(battle_id, "x")
         with pytest.raises(WriteFailed):
             await store.add_system_event(battle_id, system_event("x"))
-    finally:
-        await store.close()
 
 
 async def test_postgres_an_event_the_database_refuses_fails_alone_in_its_batch(
@@ -530,9 +511,7 @@ async def test_postgres_an_event_the_database_refuses_fails_alone_in_its_batch(
     """Events waiting for their battle's writer are committed together; when the database raises on one of them
     (here: a value it cannot hold, slipped past every check on purpose), the others are written anyway and only that
     caller hears of it."""
-    store = PostgresStore(postgres_url)
-    await store.open()
-    try:
+    async with open_replicas(postgres_url, 1) as (store,):
         battle_id, _, _ = await _running(store)
         original = PendingAppend.params
 
@@ -549,5 +528,3 @@ async def test_postgres_an_event_the_database_refuses_fails_alone_in_its_batch(
         assert store.appends.batches < 30  # the events did share transactions
         stored = [e.payload["n"] for e in await store.list_events(battle_id) if "n" in e.payload]
         assert sorted(stored) == [n for n in range(30) if n != 13]
-    finally:
-        await store.close()

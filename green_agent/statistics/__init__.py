@@ -8,10 +8,19 @@ dataset-evaluation scorers (tool-call matching, Fair-Forge and FinAgent scores) 
   :func:`first_k_all_pass`, :func:`longest_success_streak`, :func:`has_success_streak`.
 - Across tasks: :func:`summarize_trials` (macro means with coverage, SE, bootstrap CI; micro rate with Wilson CI),
   :func:`compare_trials` (paired differences, paired bootstrap CI, exact sign / McNemar test).
-- Intervals: :func:`wilson_interval`, :func:`bootstrap_mean_interval`, :func:`standard_error`.
+- Intervals: :func:`wilson_interval`, :func:`bootstrap_mean_interval`, :func:`standard_error`; betting intervals
+  and time-uniform confidence sequences for bounded means: :func:`betting_interval`, :func:`betting_bounds`,
+  :func:`betting_confidence_sequence`.
 - Labels: :func:`interpret` -> :class:`Verdict`.
 """
 
+from green_agent.statistics.betting import (
+    BettingInterval,
+    ConfidenceSequence,
+    betting_bounds,
+    betting_confidence_sequence,
+    betting_interval,
+)
 from green_agent.statistics.compare import PairedStat, TrialsComparison, compare_trials
 from green_agent.statistics.intervals import Interval, bootstrap_mean_interval, standard_error, wilson_interval
 from green_agent.statistics.passk import pass_at_k, pass_hat_k
@@ -20,6 +29,8 @@ from green_agent.statistics.summary import MacroStat, MicroStat, TaskStat, Trial
 from green_agent.statistics.verdict import Verdict, VerdictLabel, VerdictThresholds, interpret
 
 __all__ = [
+    "BettingInterval",
+    "ConfidenceSequence",
     "Interval",
     "MacroStat",
     "MicroStat",
@@ -30,6 +41,9 @@ __all__ = [
     "Verdict",
     "VerdictLabel",
     "VerdictThresholds",
+    "betting_bounds",
+    "betting_confidence_sequence",
+    "betting_interval",
     "bootstrap_mean_interval",
     "compare_trials",
     "first_k_all_pass",

@@ -28,6 +28,11 @@ PUBLIC = {
     "wilson_interval",
     "bootstrap_mean_interval",
     "standard_error",
+    "BettingInterval",
+    "ConfidenceSequence",
+    "betting_bounds",
+    "betting_confidence_sequence",
+    "betting_interval",
     # labels
     "interpret",
     "Verdict",

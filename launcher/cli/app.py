@@ -138,6 +138,29 @@ def run(
         bool,
         typer.Option("--retry-infra", help="with --resume: also re-run attempts that ended as infrastructure errors"),
     ] = False,
+    fail_under: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-under",
+            metavar="METRIC=VALUE",
+            help="gate on the point estimate: exit 1 when METRIC (pass^J, pass@J, pass^k or pooled) is below VALUE, "
+            "e.g. pass^k=0.8 (repeatable)",
+        ),
+    ] = None,
+    fail_under_lower: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-under-lower",
+            metavar="METRIC=VALUE",
+            help="gate on the lower bound of METRIC's 95%% interval: exit 1 when it is below VALUE (repeatable)",
+        ),
+    ] = None,
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="print the verdict as one JSON object on standard output (progress goes to standard error)"
+        ),
+    ] = False,
     startup_timeout: Annotated[float, typer.Option(help="seconds each agent gets to answer its card")] = 120.0,
     log_level: Annotated[str, typer.Option(help="log level of the arena process itself")] = "warning",
     green_module: Annotated[str, typer.Option(hidden=True)] = "green_agent",
@@ -145,13 +168,17 @@ def run(
 ) -> None:
     """Run a battle: start the white and green agents, stream progress, print the pass^k summary.
 
-    Exit codes: 0 the battle completed (whatever the agent scored; also --resume of a finished battle), 1 harness
-    error, 2 configuration error, 130 interrupted (Ctrl-C; the partial summary is written, --resume continues it).
-    With --backend, a battle that the backend puts in state error or ends by timeout also exits 1.
+    Exit codes: 0 the battle completed and every gate passed (whatever the agent scored when no gate is given;
+    also --resume of a finished battle), 1 a gate failed, 2 configuration error, 3 harness error (with --backend
+    also a battle the backend puts in state error or ends by timeout), 4 the agent under test unreachable (checked
+    before the battle starts), 5 nothing measured (every attempt an infrastructure error), 130 interrupted (Ctrl-C;
+    the partial summary is written, --resume continues it). The terminal ends with the verdict; per-task detail
+    is in summary.md.
     """
-    from launcher.cli.run_command import EXIT_INTERRUPTED, RunOptions, execute_run, say
+    from launcher.cli.run_command import EXIT_INTERRUPTED, RunOptions, RunReport, execute_run, say
+    from launcher.cli.run_verdict import RunVerdict, outcome_for_exit
 
-    console = Console()
+    console = Console(stderr=json_output)
     _configure_logging(console, log_level)
     options = RunOptions(
         scenario_path=scenario,
@@ -165,14 +192,24 @@ def run(
         white_module=white_module,
         resume=resume,
         retry_infra=retry_infra,
+        fail_under=list(fail_under or []),
+        fail_under_lower=list(fail_under_lower or []),
+        json_output=json_output,
     )
+
+    def finish(exit_code: int, error: str | None = None, verdict: RunVerdict | None = None) -> typer.Exit:
+        if json_output:
+            verdict = verdict or RunVerdict(outcome=outcome_for_exit(exit_code), exit_code=exit_code, error=error)
+            typer.echo(verdict.to_json())
+        return typer.Exit(exit_code)
+
     if backend is not None and (resume or retry_infra):
         say(console, "--resume and --retry-infra work without --backend", label="configuration error:")
-        raise typer.Exit(2)
+        raise finish(2, "--resume and --retry-infra work without --backend")
     if backend is None and (open_browser or keep_backend or battle_timeout is not None):
         say(console, "--open, --keep-backend and --battle-timeout need --backend", label="configuration error:")
-        raise typer.Exit(2)
-    exit_code: int
+        raise finish(2, "--open, --keep-backend and --battle-timeout need --backend")
+    report: RunReport
     try:
         if backend is not None:
             from launcher.cli.backend_run import BackendRunOptions, execute_backend_run
@@ -180,13 +217,13 @@ def run(
             backend_options = BackendRunOptions(
                 options, backend, open_browser=open_browser, keep_backend=keep_backend, battle_timeout_s=battle_timeout
             )
-            exit_code = asyncio.run(execute_backend_run(backend_options, console)).exit_code
+            report = asyncio.run(execute_backend_run(backend_options, console))
         else:
-            exit_code = asyncio.run(execute_run(options, console)).exit_code
+            report = asyncio.run(execute_run(options, console))
     except KeyboardInterrupt:
         say(console, "interrupted; all agents stopped")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    raise typer.Exit(exit_code)
+        raise finish(EXIT_INTERRUPTED, "interrupted") from None
+    raise finish(report.exit_code, report.error, report.verdict)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})

@@ -5,8 +5,13 @@ is testable without typer; cli.py only parses options. The rules it keeps:
 - configuration problems are found before any process starts (exit 2, message naming the field);
 - children get free loopback ports, log to ``runs/<battle id>/logs/``, and are all stopped on every exit path;
 - API keys reach children only through the inherited environment, never on a command line;
-- exit 0 when the battle completed whatever the agent scored, 1 on harness errors, 2 on configuration errors,
-  130 on Ctrl-C, 128 + signal number on SIGTERM/SIGHUP.
+- an external agent under test is asked for its card before anything starts: unreachable, exit 4 naming its URL;
+- exit codes (:mod:`launcher.cli.run_verdict`; README and docs/results.md): 0 the battle completed and every gate
+  passed (whatever the agent scored when no gate is given), 1 a gate (``--fail-under``) failed, 2 configuration
+  error, 3 harness error, 4 the agent under test unreachable, 5 nothing measured (every attempt an infrastructure
+  error), 130 on Ctrl-C, 128 + signal number on SIGTERM/SIGHUP;
+- the terminal ends with the verdict (:func:`~launcher.cli.run_verdict.verdict_lines`), ``-q`` with one line,
+  ``--json`` with nothing (the caller prints the :class:`~launcher.cli.run_verdict.RunVerdict`).
 """
 
 from __future__ import annotations
@@ -33,17 +38,44 @@ from green_agent.service.operator_auth import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
 from launcher.cli.battle_display import BattleDisplay, print_summary, say
 from launcher.cli.resume import ResumePlan, plan_resume, refuse_existing, write_scenario_record
+from launcher.cli.run_verdict import (
+    EXIT_AGENT_UNREACHABLE,
+    EXIT_CONFIG_ERROR,
+    EXIT_HARNESS_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    GateSpec,
+    RunVerdict,
+    load_summary,
+    one_line,
+    parse_gates,
+    verdict_from_summary,
+    verdict_lines,
+)
 from launcher.cli.scenario import Scenario, WhiteAgentConfig, load_scenario
 from launcher.ports import free_ports, loopback_url
 from launcher.processes import ManagedProcess, ProcessError, ProcessGroup, wait_until_ready
 
 logger = logging.getLogger(__name__)
 
-EXIT_OK = 0
-EXIT_HARNESS_ERROR = 1
-EXIT_CONFIG_ERROR = 2
-EXIT_INTERRUPTED = 130
+__all__ = [
+    "EXIT_AGENT_UNREACHABLE",
+    "EXIT_CONFIG_ERROR",
+    "EXIT_HARNESS_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "PreparedRun",
+    "RunOptions",
+    "RunReport",
+    "check_agent_under_test",
+    "conclude_run",
+    "execute_run",
+    "prepare_run",
+    "say",
+]
 
+AGENT_CHECK_TIMEOUT_S = 10.0
+"""How long the agent under test gets to serve its card before the battle (connection refused fails at once)."""
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
 _BATTLE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -68,6 +100,12 @@ class RunOptions:
     """Continue the unfinished battle ``battle_id`` (default: the newest unfinished run of the scenario)."""
     retry_infra: bool = False
     """With ``resume``: also re-run the attempts that ended as infrastructure errors."""
+    fail_under: list[str] = field(default_factory=list)
+    """``--fail-under METRIC=VALUE``: the point estimate must reach VALUE (else exit 1)."""
+    fail_under_lower: list[str] = field(default_factory=list)
+    """``--fail-under-lower METRIC=VALUE``: the interval's lower bound must reach VALUE (else exit 1)."""
+    json_output: bool = False
+    """``--json``: print no verdict text (the caller prints :attr:`RunReport.verdict` as JSON)."""
 
 
 @dataclass
@@ -83,6 +121,8 @@ class PreparedRun:
     """The green agent's operator token for this run (generated; passed to it through its environment)."""
     resume: ResumePlan | None = None
     """Set with ``--resume``: what is on disk and whether anything is left to run."""
+    gates: list[GateSpec] = field(default_factory=list)
+    """``--fail-under`` and ``--fail-under-lower``, resolved against the scenario's k."""
 
 
 @dataclass
@@ -95,6 +135,8 @@ class RunReport:
     outcome: AssessmentOutcome | None = None
     error: str | None = None
     pids: list[int] = field(default_factory=list)
+    verdict: RunVerdict | None = None
+    """Set when the battle completed: what ``--json`` prints."""
 
 
 def generate_battle_id(name: str) -> str:
@@ -130,6 +172,9 @@ def prepare_run(options: RunOptions) -> PreparedRun:
     if options.retry_infra and not options.resume:
         raise ConfigError("--retry-infra: only with --resume (it re-runs a stored battle's infrastructure errors)")
     check_secrets_present(scenario)
+    k = scenario.pass_k_config.k
+    gates = parse_gates(options.fail_under, "--fail-under", k)
+    gates += parse_gates(options.fail_under_lower, "--fail-under-lower", k)
     plan = None
     if options.resume:
         plan = plan_resume(options.runs_dir, scenario, options.battle_id, retry_infra=options.retry_infra)
@@ -147,7 +192,30 @@ def prepare_run(options: RunOptions) -> PreparedRun:
         backend_url,
         operator_token=secrets.token_urlsafe(32),
         resume=plan,
+        gates=gates,
     )
+
+
+async def check_agent_under_test(scenario: Scenario, timeout_s: float = AGENT_CHECK_TIMEOUT_S) -> str | None:
+    """Why the external agent under test cannot be played against (its card unreachable or unusable), or None.
+
+    Like ``arena eval-csv``: the same card fetch and client set-up the green agent does, before the battle, so an
+    agent nobody serves ends the run in seconds (exit 4) instead of as k x tasks failed attempts. Agents we start
+    ourselves are checked by their start-up (their card must answer)."""
+    white = scenario.white_agent
+    if white.kind != "external":
+        return None
+    from green_agent.engine.white_client import WhiteAgentClient, WhiteAgentError
+
+    url = str(white.url)
+    try:
+        async with WhiteAgentClient(url, turn_timeout_s=timeout_s, card_timeout_s=timeout_s) as client:
+            await asyncio.wait_for(client.connect(), timeout_s + 5.0)
+    except WhiteAgentError as error:
+        return f"the agent under test at {url} is unreachable: {error.detail}"
+    except TimeoutError:
+        return f"the agent under test at {url} is unreachable: no agent card within {timeout_s:g} s"
+    return None
 
 
 def _resume_note(console: Console, prepared: PreparedRun, options: RunOptions) -> None:
@@ -352,10 +420,14 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
     report = RunReport(EXIT_HARNESS_ERROR, battle_id=prepared.battle_id)
     plan = prepared.resume
     if plan is not None and plan.action == "finished":
-        say(console, f"battle {plan.battle_id} already finished ({plan.done} attempts); nothing to resume")
-        say(console, f"summary: {plan.run_dir / 'summary.json'}")
-        report.summary_path = plan.run_dir / "summary.json"
-        report.exit_code = EXIT_OK
+        if not options.quiet:
+            say(console, f"battle {plan.battle_id} already finished ({plan.done} attempts); nothing to resume")
+        await conclude_run(console, report, plan.run_dir / "summary.json", prepared.gates, options, None)
+        return report
+    unreachable = await check_agent_under_test(scenario)
+    if unreachable is not None:
+        say(console, unreachable, label="error:")
+        report.exit_code, report.error = EXIT_AGENT_UNREACHABLE, unreachable
         return report
     if plan is not None:
         say(
@@ -451,13 +523,40 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
         report.error = outcome.error
         return report
 
-    print_summary(console, outcome.markdown or display.finished_markdown)
     summary_path = _summary_path(prepared.run_dir, outcome, options.runs_dir)
-    if not summary_path.is_file():
-        say(console, f"the battle completed but {summary_path} was not written", label="error:")
-        report.error = f"{summary_path} missing"
-        return report
-    report.summary_path = summary_path
-    say(console, f"summary: {summary_path}  ({elapsed:.1f} s)")
-    report.exit_code = EXIT_OK
+    await conclude_run(console, report, summary_path, prepared.gates, options, elapsed)
     return report
+
+
+async def conclude_run(
+    console: Console,
+    report: RunReport,
+    summary_path: Path,
+    gates: Sequence[GateSpec],
+    options: RunOptions,
+    elapsed_s: float | None,
+    extra_lines: Sequence[str] = (),
+) -> None:
+    """After a completed battle: read its summary.json, judge the gates, set the exit code and print the verdict
+    (``-q``: one line; ``--json``: nothing, the caller prints ``report.verdict``). ``extra_lines`` (e.g. the
+    battle page) go just before the verdict's last lines."""
+    try:
+        summary = await asyncio.to_thread(load_summary, summary_path.parent)
+    except (OSError, ValueError) as error:
+        message = f"the battle completed but {summary_path} cannot be read: {error}"
+        say(console, message, label="error:")
+        report.exit_code, report.error = EXIT_HARNESS_ERROR, message
+        return
+    report.summary_path = summary_path
+    verdict = verdict_from_summary(summary, gates, summary_path.parent, duration_s=elapsed_s)
+    report.verdict = verdict
+    report.exit_code = verdict.exit_code
+    report.error = verdict.error
+    if options.json_output:
+        return
+    if options.quiet:
+        say(console, one_line(verdict))
+        return
+    lines = verdict_lines(verdict)
+    for line in [*lines[:-2], *extra_lines, *lines[-2:]]:
+        say(console, line)

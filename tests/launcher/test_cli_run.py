@@ -1,4 +1,5 @@
-"""``arena run``: exit codes (0 / 1 / 2 / 130 / 143), summary path, and no process left behind.
+"""``arena run``: exit codes (0 / 2 / 3 / 130 / 143; the others in tests/cli/test_run_exit_codes.py), summary path,
+and no process left behind.
 
 The agents are fakes (tests/launcher/arena_fake_green.py, arena_fake_white.py) selected with the hidden
 ``--green-module`` / ``--white-module`` options, so these tests do not need tau2 or the real agents.
@@ -12,10 +13,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from launcher_test_helpers import REPO, pid_alive, wait_gone
+from launcher_test_helpers import REPO, http_server_argv, pid_alive, wait_gone, write_card_dir
 from typer.testing import CliRunner
 
 from launcher.cli.app import app
@@ -29,6 +32,33 @@ EXTERNAL_WHITE = f"""
 kind = "external"
 url = "{loopback_url(9)}"
 """
+
+
+@pytest.fixture
+def static_agent(tmp_path: Path) -> Iterator[str]:
+    """An external agent under test that serves a card (``arena run`` checks it before the battle); its URL."""
+    port = free_port()
+    url = loopback_url(port)
+    directory = write_card_dir(tmp_path / "static-agent", url)
+    proc = subprocess.Popen(http_server_argv(directory, port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/.well-known/agent-card.json", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the static agent did not start"
+            time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def external_white(url: str) -> str:
+    return f'[white_agent]\nkind = "external"\nurl = "{url}"\n'
 
 
 def write_scenario(tmp_path: Path, body: str, name: str = "scenario.toml") -> Path:
@@ -191,9 +221,9 @@ def test_completed_battle_exits_0_and_prints_summary_path(tmp_path: Path, subpro
     summary = arena.runs / "b-ok" / "summary.json"
     assert summary.is_file()
     assert f"summary: {summary}" in done.stdout.replace("\n", "")
-    assert done.stdout.count("Battle b-ok") == 1  # the markdown summary was printed, once (rendered)
-    assert "# Battle" not in done.stdout  # not the raw markdown
-    assert '<json>{"name": ..., "arguments": {...}}</json>' in done.stdout  # the reply-format hint, intact
+    # The verdict, not the markdown summary (per-task detail stays in summary.md): neither raw nor rendered.
+    assert "Arena pass^k evaluation: b-ok" in done.stdout
+    assert "Battle b-ok" not in done.stdout
     assert "Starting attempt 1/4" in done.stdout  # live progress lines
 
     request = json.loads(arena.record.read_text())
@@ -210,43 +240,47 @@ def test_completed_battle_exits_0_and_prints_summary_path(tmp_path: Path, subpro
     assert wait_gone([arena.green_pid(), white["pid"]], timeout_s=10) == []
 
 
-def test_quiet_run_and_generated_battle_id(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+def test_quiet_run_and_generated_battle_id(tmp_path: Path, subprocess_env: dict[str, str], static_agent: str) -> None:
     arena = ArenaRun(tmp_path, subprocess_env)
-    scenario = write_scenario(tmp_path, 'name = "Quiet One"\n' + EXTERNAL_WHITE)
+    scenario = write_scenario(tmp_path, 'name = "Quiet One"\n' + external_white(static_agent))
     done = arena.run(scenario, "--quiet", "--backend-url", "http://127.0.0.1:1")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Starting attempt" not in done.stdout
     request = json.loads(arena.record.read_text())
     assert request["battle_id"].startswith("quiet-one-")
     assert request["backend_url"] == "http://127.0.0.1:1"
-    assert request["participants"]["white_agent"] == loopback_url(9)
+    assert request["participants"]["white_agent"] == static_agent
     assert (arena.runs / request["battle_id"] / "summary.json").is_file()
 
 
-def test_green_agent_rejecting_the_config_exits_2(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+def test_green_agent_rejecting_the_config_exits_2(
+    tmp_path: Path, subprocess_env: dict[str, str], static_agent: str
+) -> None:
     arena = ArenaRun(tmp_path, subprocess_env, mode="reject")
-    done = arena.run(write_scenario(tmp_path, EXTERNAL_WHITE))
+    done = arena.run(write_scenario(tmp_path, external_white(static_agent)))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "k must be even" in done.stdout
     assert wait_gone([arena.green_pid()], timeout_s=10) == []
 
 
-def test_green_agent_dying_exits_1_with_its_exit_code(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+def test_green_agent_dying_exits_3_with_its_exit_code(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     arena = ArenaRun(tmp_path, subprocess_env, mode="die")
     scenario = write_scenario(tmp_path, '[white_agent]\nkind = "replay"\n')
     done = arena.run(scenario, "--battle-id", "b-die")
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr
     assert "green_agent exited with code 7" in done.stdout
     white = json.loads(arena.white_record.read_text())
     assert wait_gone([arena.green_pid(), white["pid"]], timeout_s=10) == []
 
 
-def test_green_agent_failing_to_start_exits_1(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+def test_green_agent_failing_to_start_exits_3(
+    tmp_path: Path, subprocess_env: dict[str, str], static_agent: str
+) -> None:
     arena = ArenaRun(tmp_path, subprocess_env)
-    argv = arena.argv(write_scenario(tmp_path, EXTERNAL_WHITE))
+    argv = arena.argv(write_scenario(tmp_path, external_white(static_agent)))
     argv[argv.index("arena_fake_green")] = "arena_no_such_module"
     done = subprocess.run(argv, cwd=REPO, env=arena.env, capture_output=True, text=True, timeout=240, check=False)
-    assert done.returncode == 1
+    assert done.returncode == 3
     assert "green_agent exited with code 1 before it was ready" in done.stdout
     assert "No module named arena_no_such_module" in done.stdout
 
@@ -260,7 +294,7 @@ def test_white_agent_failing_to_start_stops_the_green_agent_starting_beside_it(
     argv = arena.argv(write_scenario(tmp_path, '[white_agent]\nkind = "replay"\n'))
     argv[argv.index("arena_fake_white")] = "arena_no_such_white_module"
     done = subprocess.run(argv, cwd=REPO, env=arena.env, capture_output=True, text=True, timeout=240, check=False)
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr
     assert "white_agent exited with code 1 before it was ready" in done.stdout
     assert "No module named arena_no_such_white_module" in done.stdout
     if arena.green_pidfile.exists():
@@ -278,12 +312,16 @@ def test_with_launchers(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     assert wait_gone([arena.green_pid(), white["pid"]], timeout_s=10) == []
 
 
-def test_agent_failing_behind_a_launcher_fails_fast(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+def test_agent_failing_behind_a_launcher_fails_fast(
+    tmp_path: Path, subprocess_env: dict[str, str], static_agent: str
+) -> None:
     arena = ArenaRun(tmp_path, subprocess_env)
-    argv = arena.argv(write_scenario(tmp_path, EXTERNAL_WHITE), "--with-launchers", "--startup-timeout", "600")
+    argv = arena.argv(
+        write_scenario(tmp_path, external_white(static_agent)), "--with-launchers", "--startup-timeout", "600"
+    )
     argv[argv.index("arena_fake_green")] = "arena_no_such_module"
     done = subprocess.run(argv, cwd=REPO, env=arena.env, capture_output=True, text=True, timeout=240, check=False)
-    assert done.returncode == 1
+    assert done.returncode == 3
     assert "the green_agent behind the launcher" in done.stdout
     assert "No module named arena_no_such_module" in done.stdout  # the launcher's report, not a 600 s timeout
 

@@ -272,7 +272,11 @@ class RunVerdict(BaseModel):
     infrastructure_errors: int = 0
     confidence: float | None = None
     interval_method: str | None = None
-    """What the summary says about its intervals, when it says it (e.g. the pooled interval's method)."""
+    """The intervals' method as the summary states it (``summary.interval_method``; older summaries: the pooled
+    interval's ``method``)."""
+    interval_target: str | None = None
+    """What the intervals are about as the summary states it (``summary.interval_target``, e.g.
+    ``tasks_of_this_kind``); None when the summary does not say."""
     metrics: list[Figure] = Field(default_factory=list)
     """pass^1..pass^k, pass@1..pass@k and pooled, in that order (as many as the summary holds)."""
     failure_breakdown: dict[str, int] = Field(default_factory=dict)
@@ -288,6 +292,10 @@ class RunVerdict(BaseModel):
     def to_json(self) -> str:
         """One JSON object, keys in declaration order."""
         return self.model_dump_json(by_alias=True)
+
+
+def _text(value: Any) -> str | None:
+    return value[:100] if isinstance(value, str) and value else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -363,7 +371,8 @@ def verdict_from_summary(
         failures=failures,
         infrastructure_errors=infra,
         confidence=_number(stats.get("confidence")),
-        interval_method=micro.get("method") if isinstance(micro.get("method"), str) else None,
+        interval_method=_text(stats.get("interval_method")) or _text(micro.get("method")),
+        interval_target=_text(stats.get("interval_target")),
         metrics=sorted(figures.values(), key=_metric_order),
         failure_breakdown={
             str(name): count
@@ -391,6 +400,10 @@ def _interval(figure: Figure | None) -> str:
     if figure is None or figure.ci_low is None or figure.ci_high is None:
         return "n/a"
     return f"[{figure.ci_low:.3f}, {figure.ci_high:.3f}]"
+
+
+def _count(n: int | None, noun: str) -> str:
+    return f"? {noun}s" if n is None else f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _table_js(k: int) -> list[int]:
@@ -442,7 +455,7 @@ def verdict_lines(verdict: RunVerdict) -> list[str]:
     k = verdict.k or 0
     infra = verdict.infrastructure_errors
     lines.append(
-        f"{verdict.tasks if verdict.tasks is not None else '?'} tasks x k={k or '?'}: {verdict.attempts} attempts, "
+        f"{_count(verdict.tasks, 'task')} x k={k or '?'}: {_count(verdict.attempts, 'attempt')}, "
         f"{verdict.successes} passed, {verdict.failures} failed, {infra} infra error{'s' if infra != 1 else ''}"
     )
     figures = {f.metric: f for f in verdict.metrics}
@@ -458,9 +471,13 @@ def verdict_lines(verdict: RunVerdict) -> list[str]:
             )
     pooled = figures.get("pooled")
     if pooled is not None:
-        method = f", {verdict.interval_method}" if verdict.interval_method else ""
-        lines.append(f"pooled success rate {_fmt(pooled.estimate)} {_interval(pooled)} ({level}{method})")
-    lines.append("intervals: what they estimate and how: docs/metrics.md")
+        lines.append(f"pooled success rate {_fmt(pooled.estimate)} {_interval(pooled)} ({level} interval)")
+    about = [level]
+    if verdict.interval_target:
+        about.append(f"about {verdict.interval_target.replace('_', ' ')}")
+    if verdict.interval_method:
+        about.append(f"method {verdict.interval_method}")
+    lines += _wrap("intervals:", [*about, "see docs/metrics.md"])
     lines += [f"caveat: {w}" for w in verdict.warnings]
     kinds = sorted(verdict.failure_breakdown.items(), key=lambda item: (-item[1], item[0]))
     named = [f"{name} x{count}" for name, count in kinds[:MAX_FAILURE_KINDS]]

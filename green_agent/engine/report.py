@@ -269,13 +269,16 @@ def render_markdown(result: BattleResult) -> str:
         f"- winner rule: {result.winner_rule or winner_rule(result)}",
     ]
     micro = result.summary.micro
+    micro_label, macro_label = result.summary.interval_labels()
     lines.append(
         f"- micro success rate (pooled over attempts): {_fmt(micro.rate)} "
-        f"{_interval(micro.ci_low, micro.ci_high)} (Wilson 95%)"
+        f"{_interval(micro.ci_low, micro.ci_high)} ({micro_label})"
     )
+    if result.summary.few_tasks_caveat:
+        lines.append(f"- caveat: {result.summary.few_tasks_caveat}")
     lines += [
         "",
-        "## Across tasks (macro mean over tasks, task-level bootstrap 95% intervals)",
+        f"## Across tasks (macro mean over tasks, {macro_label})",
         "",
         "| j | pass^j | 95% CI | pass@j | 95% CI | tasks with n >= j |",
         "|---|---|---|---|---|---|",

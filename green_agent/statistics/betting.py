@@ -59,6 +59,26 @@ _MAX_CELLS = 2_000_000
 """Float cells per evaluation chunk (rows x permutations x n), to bound memory (~16 MB per array)."""
 
 
+def clopper_pearson_bounds(successes: np.ndarray, trials: np.ndarray, confidence: float = 0.95) -> np.ndarray:
+    """Exact (Clopper-Pearson) two-sided bounds for binomial counts, vectorised: shape ``successes.shape + (2,)``.
+
+    Used instead of betting where every observation is 0 or 1 by construction (pass^j or pass@j of tasks with
+    exactly j counted attempts): the observations are then Bernoulli draws whose mean is the target, and the exact
+    binomial interval is valid at any n, never zero width for n >= 1, and narrower than betting's.
+    """
+    from scipy.special import betaincinv  # lazily: scipy costs time to import, paid off the start-up path
+
+    confidence = require_confidence("confidence", confidence)
+    k = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    half = (1.0 - confidence) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(k > 0, betaincinv(np.maximum(k, 1e-300), n - k + 1.0, half), 0.0)
+        high = np.where(k < n, betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1.0 - half), 1.0)
+    out: np.ndarray = np.stack([low, high], axis=-1)
+    return out
+
+
 class BettingInterval(BaseModel):
     """A betting confidence interval for a bounded mean (see the module docstring)."""
 

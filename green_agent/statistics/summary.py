@@ -5,7 +5,10 @@ simulated user failed, not the agent). Infrastructure errors are counted per tas
 
 Why macro (an unweighted mean over tasks) is the headline: tasks are the units a user cares about and the units
 that are independent; pooling attempts ("micro") lets tasks with more counted attempts weigh more. Micro is reported
-too, labelled, with a Wilson interval.
+too, labelled. Both get betting confidence intervals (:mod:`green_agent.statistics.betting`) whose target is
+"tasks of this kind": the mean over the population of tasks the battle's tasks were drawn from (per-task unbiased
+estimates are bounded in [0, 1], so the interval holds at any number of tasks and is never zero width). The pooled
+rate's interval treats tasks, not attempts, as the independent units (attempts of one task are correlated).
 
 Why coverage matters: pass^j is undefined for a task with fewer than j counted trials. Such tasks are left out of
 the macro mean for that j, and the number of tasks that *were* included is reported beside it, instead of clamping
@@ -22,10 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from green_agent.statistics._validation import ordered_items, require_confidence, require_int
-from green_agent.statistics.intervals import bootstrap_means, masked_bootstrap_means, percentile_bounds, wilson_interval
+from green_agent.statistics.betting import BETTING_METHOD, betting_bounds, clopper_pearson_bounds
+from green_agent.statistics.intervals import bootstrap_means, masked_bootstrap_means, percentile_bounds
 from green_agent.statistics.passk import pass_curves
 
 
@@ -50,8 +54,25 @@ class TaskStat(BaseModel):
     """pass@j for j = 1..k_max at index j - 1."""
 
 
+FEW_TASKS = 10
+"""Below this many tasks the summary carries :data:`FEW_TASKS_CAVEAT` (intervals are valid, but wide)."""
+INTERVAL_METHOD = "betting_wsr2024+clopper_pearson"
+"""Betting intervals; exact binomial ones where every per-task value is 0 or 1 by construction (n = j)."""
+INTERVAL_TARGET = "tasks_of_this_kind"
+INTERVAL_NOTE = (
+    "Intervals are {level} betting confidence intervals (Waudby-Smith & Ramdas 2024) for the mean over the "
+    "population of tasks these tasks were drawn from (tasks of this kind), treating tasks as the independent units "
+    "(exact Clopper-Pearson where every task has exactly j attempts, so its pass^j is 0 or 1); they hold at any "
+    "number of tasks and are conservative for these tasks alone."
+)
+FEW_TASKS_CAVEAT = (
+    "Only {tasks} task(s): the intervals are valid but wide, and a mean over so few tasks says little about tasks "
+    "of this kind; use at least 10 (arena plan says how many a question needs)."
+)
+
+
 class MacroStat(BaseModel):
-    """Macro means over the tasks with n >= j, with standard errors and task-level bootstrap intervals."""
+    """Macro means over the tasks with n >= j, with standard errors and betting confidence intervals."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -84,6 +105,10 @@ class MicroStat(BaseModel):
     method: str = "wilson"
 
 
+def _none(value: object) -> bool:
+    return value is None
+
+
 class TrialsSummary(BaseModel):
     """Everything ``summarize_trials`` computed, ready for ``model_dump(mode="json")``."""
 
@@ -99,6 +124,25 @@ class TrialsSummary(BaseModel):
     macro: list[MacroStat]
     """One record per j = 1..k_max."""
     micro: MicroStat
+    interval_method: str | None = Field(default=None, exclude_if=_none)
+    """Method of the intervals here (``betting_wsr2024+clopper_pearson``, see :data:`INTERVAL_METHOD`); absent
+    (None) in summaries written before it existed, whose macro intervals are percentile bootstraps over tasks and
+    whose micro interval is Wilson's."""
+    interval_target: str | None = Field(default=None, exclude_if=_none)
+    """What the intervals are about: ``tasks_of_this_kind`` (see :data:`INTERVAL_NOTE`); absent in older summaries."""
+    interval_note: str | None = Field(default=None, exclude_if=_none)
+    """The target and method in one sentence, for readers of summary.json."""
+    few_tasks_caveat: str | None = Field(default=None, exclude_if=_none)
+    """Set when fewer than 10 tasks have a counted trial (:data:`FEW_TASKS_CAVEAT`); absent otherwise."""
+
+    def interval_labels(self) -> tuple[str, str]:
+        """How to name the intervals in a report: (micro label, macro heading), e.g. ("betting 95%, tasks as
+        units", "betting 95% intervals for tasks of this kind"); the old names for summaries written before
+        ``interval_method`` existed."""
+        level = f"{round(self.confidence * 100, 6):g}%"
+        if self.interval_method is None:
+            return f"Wilson {level}", f"task-level bootstrap {level} intervals"
+        return f"betting {level}, tasks as units", f"betting {level} intervals for tasks of this kind"
 
     def macro_at(self, j: int) -> MacroStat | None:
         """The macro record for ``j``, or ``None`` when j is outside 1..k_max."""
@@ -255,6 +299,44 @@ def opt_float(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
+def coverage_betting_bounds(
+    columns: np.ndarray, column_j: Sequence[int], depth: np.ndarray, confidence: float, seed: int
+) -> np.ndarray:
+    """Betting interval bounds, shape ``(columns, 2)``, of the mean of each column over the rows with ``depth >= j``.
+
+    Columns over the same rows are bounded in one vectorised call. NaN where fewer than two rows qualify: one task
+    is not a sample of tasks (its own value is reported, without an interval). Where every qualifying row has
+    exactly j counted trials, pass^j and pass@j of each task are 0 or 1 by construction and the exact binomial
+    (Clopper-Pearson) interval is used instead (the choice depends on the trial counts only, never on outcomes).
+    """
+    j_of_column = np.asarray(column_j, dtype=np.int64)
+    bounds = np.full((j_of_column.size, 2), np.nan)
+    for j in sorted(set(j_of_column.tolist())):
+        mask = depth >= j
+        if int(mask.sum()) < 2:
+            continue
+        cols = np.flatnonzero(j_of_column == j)
+        values = np.clip(columns[mask][:, cols].T, 0.0, 1.0)
+        if np.all(depth[mask] == j):
+            ones = np.rint(values).sum(axis=1)
+            bounds[cols] = clopper_pearson_bounds(ones, np.full_like(ones, values.shape[1]), confidence)
+            continue
+        result = betting_bounds(values, confidence=confidence, seed=seed)
+        bounds[cols] = result[:, 1:]
+    return bounds
+
+
+def pooled_betting_bounds(counts: Sequence[TaskCounts], confidence: float, seed: int) -> tuple[float, float] | None:
+    """Betting interval of the pooled rate sum c / sum n with tasks as the units; ``None`` without a counted trial."""
+    measured = [tc for tc in counts if tc.n > 0]
+    if not measured:
+        return None
+    n = np.array([tc.n for tc in measured], dtype=np.float64)
+    c = np.array([tc.c for tc in measured], dtype=np.float64)
+    row = betting_bounds(c / n, confidence=confidence, weights=n / n.max(), seed=seed)[0]
+    return float(row[1]), float(row[2])
+
+
 def validate_bootstrap_args(n_bootstrap: object, seed: object, confidence: object) -> tuple[int, int, float]:
     """Shared checks for the bootstrap arguments of the summaries and comparisons."""
     return (
@@ -278,12 +360,13 @@ def summarize_trials(
         trials: task id -> ordered outcomes (``True`` success, ``False`` failure, ``None`` infrastructure error).
         k_max: largest j to report; default the largest counted n over tasks. j > n of a task gives ``None`` for
             that task and lowers the coverage of j; it is never clamped.
-        n_bootstrap: task-level bootstrap resamples for the macro intervals (0 disables them).
-        seed: seed of the one ``numpy.random.Generator`` used; same input and seed, same output.
+        n_bootstrap: 0 disables the intervals; any other value keeps them (the intervals no longer resample: the
+            argument is kept for callers of the bootstrap era and recorded as given).
+        seed: seed of the random task orders the betting intervals average over; same input and seed, same output.
         confidence: level of every interval (0.95 gives 95% intervals).
 
-    Macro SE and bootstrap bounds are ``None`` when fewer than two tasks are covered: one task gives no spread to
-    resample and a zero-width interval would overstate certainty.
+    Macro SE and interval bounds are ``None`` when fewer than two tasks are covered (one task is not a sample of
+    tasks). The pooled rate's interval exists from one task on (wide: one task says little about tasks of this kind).
     """
     n_bootstrap, seed, confidence = validate_bootstrap_args(n_bootstrap, seed, confidence)
     counts = count_trials(trials)
@@ -292,10 +375,12 @@ def summarize_trials(
     n_arr = np.fromiter((tc.n for tc in counts), dtype=np.int64, count=len(counts))
 
     total = len(counts)
-    rng = np.random.default_rng(seed)
     js = list(range(1, k_max + 1))
-    bounds = coverage_bootstrap_bounds(
-        np.hstack([hat, at]), js + js, n_arr, n_bootstrap, rng, confidence, low=0.0, high=1.0
+    intervals_on = n_bootstrap > 0
+    bounds = (
+        coverage_betting_bounds(np.hstack([hat, at]), js + js, n_arr, confidence, seed)
+        if intervals_on
+        else np.full((2 * k_max, 2), np.nan)
     )
     macro: list[MacroStat] = []
     for j in js:
@@ -322,16 +407,19 @@ def summarize_trials(
     successes = sum(tc.c for tc in counts)
     n_total = sum(tc.n for tc in counts)
     infra_total = sum(tc.infra_errors for tc in counts)
-    wilson = wilson_interval(successes, n_total, confidence)
+    pooled = pooled_betting_bounds(counts, confidence, seed) if intervals_on else None
     micro = MicroStat(
         successes=successes,
         trials=n_total,
         infra_errors=infra_total,
         rate=(successes / n_total) if n_total else None,
-        ci_low=wilson.low if wilson else None,
-        ci_high=wilson.high if wilson else None,
+        ci_low=pooled[0] if pooled else None,
+        ci_high=pooled[1] if pooled else None,
         confidence=confidence,
+        method=BETTING_METHOD,
     )
+    measured = sum(1 for tc in counts if tc.n > 0)
+    level = f"{round(confidence * 100, 6):g}%"
     return TrialsSummary(
         k_max=k_max,
         n_bootstrap=n_bootstrap,
@@ -342,4 +430,8 @@ def summarize_trials(
         tasks=tasks,
         macro=macro,
         micro=micro,
+        interval_method=INTERVAL_METHOD,
+        interval_target=INTERVAL_TARGET,
+        interval_note=INTERVAL_NOTE.format(level=level),
+        few_tasks_caveat=FEW_TASKS_CAVEAT.format(tasks=measured) if measured < FEW_TASKS else None,
     )

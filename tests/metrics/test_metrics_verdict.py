@@ -55,7 +55,7 @@ def test_custom_thresholds_are_recorded() -> None:
 
 
 def test_from_a_summary_with_its_confidence_bound() -> None:
-    trials = {f"t{i}": [True] * 8 for i in range(30)} | {f"u{i}": [True, False] * 4 for i in range(3)}
+    trials = {f"t{i}": [True] * 8 for i in range(60)} | {f"u{i}": [True, False] * 4 for i in range(3)}
     row = summarize_trials(trials, seed=1).macro_at(8)
     assert row is not None and row.pass_at_mean is not None and row.pass_hat_mean is not None
     verdict = interpret(

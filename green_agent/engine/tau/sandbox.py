@@ -17,7 +17,10 @@ before it is done waits for it.
 
 What crosses the boundary: plain dicts over a ``multiprocessing`` pipe. The parent sends ``{"op": "call", "call":
 ToolCall JSON}``; the child answers ``{"ok": ToolMessage JSON}`` (tau2's ``get_response`` semantics, output
-verbatim) or ``{"resource": "MemoryError"}`` when the call exhausted the child's memory or recursion limit.
+verbatim) or ``{"resource": "MemoryError"}`` when the call exhausted the child's memory or recursion limit. The parent
+reads and writes its end through the event loop on a non-blocking socket of its own (:class:`_Channel`): teardown
+unregisters the descriptor before closing it, so it never touches a number the kernel has since given to another
+socket, and the loop's choice of blocking mode (uvloop switches descriptors it watches) does not matter.
 
 Lifetime: a sandbox dies with its attempt (:meth:`ToolSandbox.aclose`), at a tool timeout (SIGKILL), when its
 parent connection closes (EOF), and when the fork server dies (``PR_SET_PDEATHSIG`` on Linux; the fork server
@@ -33,7 +36,10 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
+import socket
+import struct
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -151,7 +157,7 @@ class ToolSandbox:
 
     def __init__(self, process: multiprocessing.process.BaseProcess, connection: multiprocessing.connection.Connection):
         self._process = process
-        self._connection = connection
+        self._channel = _Channel(connection)
         self._lock = asyncio.Lock()  # one request at a time: the pipe carries one conversation
         self._dead: str | None = None
         self._abandoned = False
@@ -191,23 +197,16 @@ class ToolSandbox:
         async with self._lock:
             if self._dead is not None:
                 raise ToolFault("crashed", f"the tool sandbox is gone ({self._dead})", requestor="?", tool="?")
-            loop = asyncio.get_running_loop()
             try:
                 if off_loop:
-                    await asyncio.to_thread(self._connection.send, message)
+                    payload = await asyncio.to_thread(_dumps, message)
                 else:
-                    self._connection.send(message)
-            except (OSError, ValueError) as error:
-                await self._mark_dead(f"its pipe broke: {error}")
-                raise ToolFault(
-                    "crashed", f"the tool sandbox is gone ({self._dead})", requestor="?", tool="?"
-                ) from None
-            readable = loop.create_future()
-            fd = self._connection.fileno()
-            loop.add_reader(fd, _wake, readable)
+                    payload = _dumps(message)
+            except (pickle.PicklingError, TypeError, ValueError, RecursionError) as error:
+                raise SandboxError(f"tool sandbox: the request could not be encoded: {error}") from None
             try:
                 async with asyncio.timeout(timeout_s):
-                    await readable
+                    frame = await self._channel.exchange(payload, max_answer_bytes=MAX_ANSWER_BYTES)
             except asyncio.CancelledError:
                 self._abandoned = True  # the child may still be computing: aclose() kills it without waiting
                 raise
@@ -219,19 +218,28 @@ class ToolSandbox:
                     requestor="?",
                     tool="?",
                 ) from None
-            finally:
-                loop.remove_reader(fd)
-            try:
-                return self._connection.recv()  # type: ignore[no-any-return]
-            except (EOFError, OSError) as error:
-                await self._mark_dead(
-                    f"it exited (exit code {self._process.exitcode})"
-                    if isinstance(error, EOFError)
-                    else f"its pipe broke: {error}"
-                )
+            except AnswerTooLarge as error:
+                await self._kill(str(error))
+                raise ToolFault("resource", str(error), requestor="?", tool="?") from None
+            except EOFError:
+                await self._mark_dead("it exited")
+                if self._dead == "it exited":
+                    self._dead = f"it exited (exit code {self._process.exitcode})"
                 raise ToolFault(
                     "crashed", f"the tool sandbox died during the call ({self._dead})", requestor="?", tool="?"
                 ) from None
+            except OSError as error:
+                await self._mark_dead(f"its pipe broke: {error}")
+                raise ToolFault(
+                    "crashed", f"the tool sandbox died during the call ({self._dead})", requestor="?", tool="?"
+                ) from None
+            try:
+                if len(frame) > OFF_LOOP_DECODE_BYTES:
+                    return await asyncio.to_thread(_loads, frame)
+                return _loads(frame)
+            except Exception as error:  # a frame the child did not encode (it always sends a dict)
+                await self._kill(f"it sent an answer that could not be decoded: {type(error).__name__}")
+                raise SandboxError(f"tool sandbox: {self._dead}") from None
 
     async def _kill(self, why: str) -> None:
         with contextlib.suppress(Exception):
@@ -241,8 +249,7 @@ class ToolSandbox:
     async def _mark_dead(self, why: str) -> None:
         if self._dead is None:
             self._dead = why
-        with contextlib.suppress(Exception):
-            self._connection.close()
+        self._channel.close()  # nothing of the loop refers to its descriptor any more (see _Channel)
         await asyncio.to_thread(self._process.join, 5.0)
 
     async def aclose(self) -> None:
@@ -250,8 +257,7 @@ class ToolSandbox:
         if self._dead is not None:
             return
         self._dead = "closed"
-        with contextlib.suppress(Exception):
-            self._connection.close()
+        self._channel.close()
         process = self._process
 
         grace = 0.0 if self._abandoned else 1.0
@@ -265,10 +271,172 @@ class ToolSandbox:
         await asyncio.to_thread(stop)
 
 
-def _wake(readable: asyncio.Future[None]) -> None:
-    """The pipe is readable: resolve the future waiting for it (once)."""
-    if not readable.done():
-        readable.set_result(None)
+class AnswerTooLarge(Exception):
+    """The sandbox announced an answer larger than :data:`MAX_ANSWER_BYTES`."""
+
+
+class _Channel:
+    """The parent's end of a sandbox's pipe: ``multiprocessing.connection``'s framing (a 4-byte big-endian length,
+    or -1 and an 8-byte length, then the pickle), spoken over a non-blocking socket that only this object reads and
+    writes, through the running loop's reader/writer callbacks.
+
+    Two rules keep teardown from touching any other descriptor, under the default loop and under uvloop alike:
+    every reader and writer registered for the descriptor is removed when :meth:`exchange` ends, however it ends
+    (answer, timeout, cancellation, EOF), before any code that could close it runs; and :meth:`close` refuses to
+    close a descriptor that is still registered. After close the number is never used again (not even to
+    unregister it), so whatever the kernel hands that number to next is not ours to touch. The socket's blocking
+    mode is ours too (non-blocking from the start): a loop that switches it (uvloop does) changes nothing, and no
+    read ever blocks the loop waiting for the rest of a message.
+    """
+
+    def __init__(self, connection: multiprocessing.connection.Connection) -> None:
+        # A socket of our own on a duplicate of the pipe's descriptor; the Connection (and its number) is closed at
+        # once, so exactly one object owns exactly one descriptor from here on.
+        self._sock = socket.socket(fileno=os.dup(connection.fileno()))
+        connection.close()
+        self._sock.setblocking(False)
+        self._fd = self._sock.fileno()
+        self._inbox = bytearray()
+        self._registered = False
+        self._pending: asyncio.Future[bytes] | None = None
+        self._close_requested = False
+        self._closed = False
+
+    @property
+    def fileno(self) -> int:
+        return self._fd
+
+    async def exchange(self, payload: bytes, *, max_answer_bytes: int) -> bytes:
+        """Write one framed request, read one framed answer (its pickle bytes). Raises EOFError when the child closed
+        its end, OSError when the pipe broke, :class:`AnswerTooLarge`; cancellation leaves nothing registered."""
+        if self._closed:
+            raise EOFError("the pipe is closed")
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bytes] = loop.create_future()
+        outgoing = memoryview(_frame_header(len(payload)) + payload)
+        sent = 0
+        writing = False
+
+        def fail(error: BaseException) -> None:
+            if not done.done():
+                done.set_exception(error)
+
+        def flush() -> None:
+            nonlocal sent, writing
+            while sent < len(outgoing):
+                try:
+                    sent += self._sock.send(outgoing[sent : sent + _CHUNK])
+                except (BlockingIOError, InterruptedError):
+                    if not writing:
+                        loop.add_writer(self._fd, flush)
+                        writing = True
+                    return
+                except OSError as error:
+                    fail(error)
+                    return
+            if writing:
+                loop.remove_writer(self._fd)
+                writing = False
+
+        def receive() -> None:
+            while not done.done():
+                try:
+                    chunk = self._sock.recv(_CHUNK)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError as error:
+                    fail(error)
+                    return
+                if not chunk:
+                    fail(EOFError("the sandbox closed its end of the pipe"))
+                    return
+                self._inbox += chunk
+                try:
+                    answer = _take_frame(self._inbox, max_answer_bytes)
+                except AnswerTooLarge as error:
+                    fail(error)
+                    return
+                if answer is not None:
+                    done.set_result(answer)
+
+        self._registered = True
+        self._pending = done
+        try:
+            loop.add_reader(self._fd, receive)
+            flush()
+            return await done
+        finally:
+            # Unregister while the descriptor is certainly still ours: nothing may close it before this.
+            if writing:
+                loop.remove_writer(self._fd)
+            loop.remove_reader(self._fd)
+            self._registered = False
+            self._pending = None
+            if self._close_requested:
+                self._close_now()
+
+    def close(self) -> None:
+        """Close the descriptor (idempotent). During an exchange (a close from another task), the exchange ends with
+        EOFError and the descriptor is closed by the exchange itself, right after it unregistered it."""
+        if self._closed:
+            return
+        if self._registered:
+            self._close_requested = True
+            if self._pending is not None and not self._pending.done():
+                self._pending.set_exception(EOFError("the sandbox was closed"))
+            return
+        self._close_now()
+
+    def _close_now(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+_CHUNK = 256 * 1024
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""The largest answer a sandbox may send (a tool's output the agent's arguments could inflate without bound):
+beyond it the sandbox is killed and the call is a ``resource`` fault of whoever made it. tau2's tools answer with a
+few kB; an environment's opening (schemas, policy) is well under 1 MB."""
+OFF_LOOP_DECODE_BYTES = 1024 * 1024
+"""Answers larger than this are unpickled in a worker thread, not on the event loop."""
+
+
+def _frame_header(size: int) -> bytes:
+    if size > 0x7FFFFFFF:
+        return struct.pack("!i", -1) + struct.pack("!Q", size)
+    return struct.pack("!i", size)
+
+
+def _take_frame(inbox: bytearray, max_bytes: int) -> bytes | None:
+    """Remove and return the first complete frame's body from ``inbox``, or None while it is incomplete."""
+    if len(inbox) < 4:
+        return None
+    (size,) = struct.unpack_from("!i", inbox)
+    start = 4
+    if size == -1:
+        if len(inbox) < 12:
+            return None
+        (size,) = struct.unpack_from("!Q", inbox, 4)
+        start = 12
+    if size < 0 or size > max_bytes:
+        raise AnswerTooLarge(f"the tool sandbox's answer is larger than the limit of {max_bytes // 2**20} MiB")
+    if len(inbox) < start + size:
+        return None
+    body = bytes(inbox[start : start + size])
+    del inbox[: start + size]
+    return body
+
+
+def _dumps(message: dict[str, Any]) -> bytes:
+    return bytes(ForkingPickler.dumps(message, pickle.HIGHEST_PROTOCOL))
+
+
+def _loads(frame: bytes) -> dict[str, Any]:
+    answer = pickle.loads(frame)
+    if not isinstance(answer, dict):
+        raise TypeError(f"expected a dict, got {type(answer).__name__}")
+    return answer
 
 
 def _ensure_fork_server(context: Any) -> None:

@@ -39,6 +39,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.results import AttemptResult, BattleResult
+from green_agent.run_files import (
+    MAX_ATTEMPTS_FILE_BYTES,
+    MAX_EVENTS_FILE_BYTES,
+    MAX_MANIFEST_BYTES,
+    MAX_SUMMARY_BYTES,
+    RunFileRefused,
+    open_run_file,
+    read_run_file,
+)
 from green_agent.text_safety import clean_json, clean_text
 
 RUN_FILE: Final = "run.json"
@@ -175,11 +184,21 @@ class AttemptsFile:
 
 
 def read_attempts(path: Path) -> AttemptsFile:
-    """Read attempts.jsonl; a torn last line is dropped, a bad line elsewhere raises :class:`RunFileError`."""
+    """Read attempts.jsonl; a torn last line is dropped, a bad line elsewhere raises :class:`RunFileError`.
+
+    The file is opened as run-directory input (:mod:`green_agent.run_files`): a regular file inside its directory
+    of at most :data:`~green_agent.run_files.MAX_ATTEMPTS_FILE_BYTES`, else :class:`RunFileError` naming why."""
     out = AttemptsFile()
-    if not path.exists():
+    if not os.path.lexists(path):
         return out
-    with path.open("rb") as handle:
+    try:
+        return _read_attempts(path, out)
+    except RunFileRefused as error:
+        raise RunFileError(str(error)) from None
+
+
+def _read_attempts(path: Path, out: AttemptsFile) -> AttemptsFile:
+    with open_run_file(path.parent, path.name, max_bytes=MAX_ATTEMPTS_FILE_BYTES) as handle:
         number = 0
         while True:
             raw = handle.readline(MAX_ATTEMPT_LINE_BYTES + 1)
@@ -227,21 +246,23 @@ class StoredRun:
 
 
 def read_manifest(run_dir: Path) -> RunManifest | None:
-    """run.json, or None when the directory has none (not a resumable run)."""
+    """run.json, or None when the directory has none (not a resumable run); :class:`RunFileError` when it is not a
+    manifest, not a regular file inside the run directory, or too large (:mod:`green_agent.run_files`)."""
     path = run_dir / RUN_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     try:
-        return RunManifest.model_validate_json(path.read_bytes())
+        return RunManifest.model_validate_json(read_run_file(run_dir, RUN_FILE, max_bytes=MAX_MANIFEST_BYTES))
+    except RunFileRefused as error:
+        raise RunFileError(str(error)) from None
     except ValidationError as error:
         raise RunFileError(f"{path}: not an Arena run manifest: {_short(error)}") from None
 
 
 def summary_status(run_dir: Path) -> str | None:
     """The status recorded in summary.json (None when absent or unreadable: the battle never wrote one)."""
-    path = run_dir / SUMMARY_FILE
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_run_file(run_dir, SUMMARY_FILE, max_bytes=MAX_SUMMARY_BYTES))
     except (OSError, ValueError):
         return None
     status = data.get("status", "completed") if isinstance(data, dict) else None
@@ -250,19 +271,23 @@ def summary_status(run_dir: Path) -> str | None:
 
 def read_events(run_dir: Path) -> list[dict[str, Any]]:
     """events.jsonl of an earlier run of the battle (kept ahead of a resumed run's own events); lines that are not
-    JSON objects are skipped (the file is a log for people, not an input of any number)."""
+    JSON objects are skipped (the file is a log for people, not an input of any number). A file that is not a
+    regular file inside the run directory, or too large (:mod:`green_agent.run_files`), raises :class:`RunFileError`."""
     path = run_dir / "events.jsonl"
     events: list[dict[str, Any]] = []
-    if not path.exists():
+    if not os.path.lexists(path):
         return events
-    with path.open("rb") as handle:
-        for raw in handle:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
+    try:
+        with open_run_file(run_dir, path.name, max_bytes=MAX_EVENTS_FILE_BYTES) as handle:
+            for raw in handle:
+                try:
+                    event = json.loads(raw)
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(event, dict):
+                    events.append(event)
+    except RunFileRefused as error:
+        raise RunFileError(str(error)) from None
     return events
 
 

@@ -35,6 +35,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
+from green_agent.run_files import MAX_TRAJECTORY_FILE_BYTES, open_run_file
 from green_agent.text_safety import clean_text
 
 log = logging.getLogger(__name__)
@@ -314,12 +315,17 @@ class TrajectoryFileError(ValueError):
     """The trajectory file is not what the engine writes (a line that is not a JSON object)."""
 
 
-def read_trajectory(path: Path, *, max_bytes: int = MAX_TRAJECTORY_BYTES) -> dict[str, Any]:
+def read_trajectory(
+    path: Path, *, max_bytes: int = MAX_TRAJECTORY_BYTES, run_dir: Path | None = None
+) -> dict[str, Any]:
     """The posted trajectory of the file at ``path`` (blocking). The first line, the attempt's result, is skipped.
 
-    Raises OSError when the file cannot be read, :class:`TrajectoryFileError` when a line is not a JSON object."""
+    The file is read as run-directory input (:func:`green_agent.run_files.open_run_file`: a regular file inside
+    ``run_dir``, default its own directory, of bounded size). Raises OSError when the file cannot be read or is
+    refused, :class:`TrajectoryFileError` when a line is not a JSON object."""
     builder = TrajectoryBuilder(max_bytes=max_bytes)
-    with path.open("rb") as handle:
+    base = run_dir if run_dir is not None else path.parent
+    with open_run_file(base, path.relative_to(base), max_bytes=MAX_TRAJECTORY_FILE_BYTES) as handle:
         first = True
         while raw := handle.readline(MAX_LINE_BYTES + 1):
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
@@ -386,7 +392,7 @@ def trajectory_for_event(
     if path is None:
         return None
     try:
-        return read_trajectory(path, max_bytes=max_bytes)
+        return read_trajectory(path, max_bytes=max_bytes, run_dir=run_dir)
     except (OSError, TrajectoryFileError) as error:
         log.debug("no trajectory posted for %s: %s", path, error)
         return None

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from green_agent.engine.config import format_validation_error
 from green_agent.engine.results import AttemptResult, BattleResult
+from green_agent.run_files import MAX_SUMMARY_BYTES, open_regular_file, read_run_file, run_file_exists
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -125,19 +126,32 @@ def from_backend_record(record: dict[str, Any], where: str) -> LoadedBattles:
     return LoadedBattles([_validate_result(detail, f"{where} (result.detail)")], participants)
 
 
+def read_source(source: Path) -> bytes:
+    """The bytes of a source: a run directory's summary.json as run-directory input (:mod:`green_agent.run_files`:
+    a regular file inside the directory, no symlink out, no FIFO or device), a file named directly as a regular file
+    (its symlinks are the user's choice); both at most :data:`~green_agent.run_files.MAX_SUMMARY_BYTES`, checked
+    before anything is parsed. OSError (``RunFileRefused``) otherwise."""
+    if source.is_dir():
+        return read_run_file(source, SUMMARY_FILE, max_bytes=MAX_SUMMARY_BYTES)
+    with open_regular_file(source, max_bytes=MAX_SUMMARY_BYTES) as handle:
+        return handle.read()
+
+
 def load_battles(source: Path) -> LoadedBattles:
     """Read ``source`` (run directory, summary.json, backend battle record or results.json); :class:`ExportError`."""
     path = source / SUMMARY_FILE if source.is_dir() else source
-    if not path.is_file():
-        if source.is_dir():
-            raise ExportError(f"{source}: no {SUMMARY_FILE} in this directory (is the battle finished?)")
+    if source.is_dir() and not run_file_exists(source, SUMMARY_FILE):
+        raise ExportError(f"{source}: no {SUMMARY_FILE} in this directory (is the battle finished?)")
+    if not source.is_dir() and not source.exists():
         raise ExportError(f"{source}: no such file or directory")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_source(source).decode("utf-8"))
     except (OSError, UnicodeDecodeError) as error:
         raise ExportError(f"{path}: cannot be read ({error})") from None
     except json.JSONDecodeError as error:
         raise ExportError(f"{path}: not JSON ({error})") from None
+    except RecursionError:
+        raise ExportError(f"{path}: not JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ExportError(f"{path}: expected a JSON object")
     if "attempts" in data and "battle_id" in data:

@@ -30,6 +30,7 @@ from green_agent.engine.run_store import (
     summary_status,
     write_atomic,
 )
+from green_agent.run_files import MAX_RECORD_BYTES, read_run_file
 from launcher.cli.scenario import Scenario
 
 SCENARIO_RECORD: Final = "scenario.json"
@@ -83,9 +84,9 @@ def _newest_unfinished(runs_dir: Path, scenario: Scenario) -> str | None:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError):
+    try:  # run-directory input: a regular file inside the run, bounded (green_agent.run_files)
+        return json.loads(read_run_file(path.parent, path.name, max_bytes=MAX_RECORD_BYTES))
+    except (OSError, ValueError, RecursionError):
         return None
 
 

@@ -43,7 +43,6 @@ tau2's own tools fail on the file.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -57,6 +56,7 @@ from green_agent.engine.results import AttemptResult, BattleResult
 from green_agent.engine.tau.environment import fresh_environment
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import load_tasks
+from green_agent.run_files import RunFileRefused, read_run_file
 from launcher.cli.export_command import ExportError
 
 quiet_tau2()
@@ -129,26 +129,19 @@ def _label(attempt: AttemptResult) -> str:
     return f"{attempt.task_key}#{attempt.attempt}"
 
 
-def _trajectory_path(run_dir: Path, relative: str) -> Path | None:
-    """``run_dir / relative`` if that stays inside the run directory (symlinks followed), else ``None``."""
-    pure = PurePosixPath(relative.replace("\\", "/"))
-    if pure.is_absolute() or ".." in pure.parts:
-        return None
-    path = run_dir / pure
-    try:
-        inside = path.resolve().is_relative_to(run_dir.resolve())
-    except (OSError, RuntimeError):
-        return None
-    return path if inside else None
+def _read_trajectory_file(run_dir: Path, relative: str, limit: int) -> bytes:
+    """The trajectory's bytes, read as run-directory input (:mod:`green_agent.run_files`: a regular file inside the
+    run directory, symlinks out, FIFOs and devices refused, at most ``limit`` bytes); OSError otherwise."""
+    return read_run_file(run_dir, PurePosixPath(relative.replace("\\", "/")), max_bytes=limit)
 
 
-def _read_bounded(path: Path, limit: int) -> bytes | None:
-    """The file's bytes, or ``None`` when it is larger than ``limit`` (checked before and while reading)."""
-    with path.open("rb") as handle:
-        if os.fstat(handle.fileno()).st_size > limit:
-            return None
-        data = handle.read(limit + 1)  # the file may have grown since
-    return None if len(data) > limit else data
+def _refusal(message: str, max_bytes: int) -> str:
+    """A refused trajectory as a problem (grouped by cause in the warnings, so the cause must not name the file)."""
+    if "outside the run directory" in message:
+        return "trajectory path outside the run directory"
+    if "over the limit" in message or "grew past" in message:
+        return f"trajectory file over {max_bytes // (1024 * 1024)} MiB, not read"
+    return "trajectory file not a regular file, not read"
 
 
 def read_messages(
@@ -163,20 +156,16 @@ def read_messages(
     if not attempt.trajectory_file:
         problems.add("no trajectory file recorded", label)
         return []
-    path = _trajectory_path(run_dir, attempt.trajectory_file)
-    if path is None:
-        problems.add("trajectory path outside the run directory", label)
-        return []
-    if not path.is_file():
+    try:
+        data = _read_trajectory_file(run_dir, attempt.trajectory_file, max_bytes)
+    except FileNotFoundError:
         problems.add("trajectory file missing", label)
         return []
-    try:
-        data = _read_bounded(path, max_bytes)
+    except RunFileRefused as error:
+        problems.add(_refusal(str(error), max_bytes), label)
+        return []
     except OSError:
         problems.add("trajectory file unreadable", label)
-        return []
-    if data is None:
-        problems.add(f"trajectory file over {max_bytes // (1024 * 1024)} MiB, not read", label)
         return []
     messages: list[Any] = []
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines()):

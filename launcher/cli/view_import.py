@@ -44,6 +44,13 @@ from green_agent.engine.run_store import (
     read_events,
     read_manifest,
 )
+from green_agent.run_files import (
+    MAX_MARKDOWN_BYTES,
+    MAX_RECORD_BYTES,
+    MAX_SUMMARY_BYTES,
+    read_run_file,
+    run_file_exists,
+)
 from green_agent.service.backend_payloads import progress_post_from_run, result_post
 
 log = logging.getLogger(__name__)
@@ -79,10 +86,10 @@ class RunImport:
 
 def _read_summary(run_dir: Path, warnings: list[str]) -> BattleResult | None:
     path = run_dir / SUMMARY_FILE
-    if not path.is_file():
+    if not run_file_exists(run_dir, SUMMARY_FILE):
         return None
     try:
-        return BattleResult.model_validate_json(path.read_bytes())
+        return BattleResult.model_validate_json(read_run_file(run_dir, SUMMARY_FILE, max_bytes=MAX_SUMMARY_BYTES))
     except (OSError, ValidationError, ValueError) as error:
         first = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
         warnings.append(f"{path} cannot be read as a battle result ({first}); the battle is shown without a result")
@@ -92,9 +99,9 @@ def _read_summary(run_dir: Path, warnings: list[str]) -> BattleResult | None:
 def _white_alias(run_dir: Path) -> str:
     """``white agent (flaky)`` when the run's scenario names the kind of white agent, else ``white agent``."""
     try:
-        scenario = json.loads((run_dir / SCENARIO_FILE).read_bytes())
+        scenario = json.loads(read_run_file(run_dir, SCENARIO_FILE, max_bytes=MAX_RECORD_BYTES))
         kind = scenario["white_agent"]["kind"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return "white agent"
     return f"white agent ({kind})" if isinstance(kind, str) and kind.isidentifier() else "white agent"
 
@@ -184,7 +191,7 @@ def build_import(run_dir: Path) -> RunImport:
         raise RunDirError(str(error)) from None
     result = _read_summary(run_dir, warnings)
     if manifest is None and result is None:
-        what = f"{SUMMARY_FILE} is unreadable" if (run_dir / SUMMARY_FILE).exists() else f"nor {SUMMARY_FILE}"
+        what = f"{SUMMARY_FILE} is unreadable" if run_file_exists(run_dir, SUMMARY_FILE) else f"nor {SUMMARY_FILE}"
         raise RunDirError(f"{run_dir} is not an Arena run directory: it has no {RUN_FILE} {what}")
     if manifest is not None:
         battle_id, white_url, config = manifest.battle_id, manifest.white_agent_url, manifest.config
@@ -201,8 +208,11 @@ def build_import(run_dir: Path) -> RunImport:
         raise RunDirError(str(error)) from None
     if not attempts and result is not None:  # an older run without attempts.jsonl
         attempts = {(a.task_key, a.attempt): a for a in result.attempts}
-    has_events = (run_dir / EVENTS_FILE).is_file()
-    events = [event for raw in read_events(run_dir) if (event := _event(raw)) is not None]
+    has_events = run_file_exists(run_dir, EVENTS_FILE)
+    try:
+        events = [event for raw in read_events(run_dir) if (event := _event(raw)) is not None]
+    except (RunFileError, OSError) as error:
+        raise RunDirError(str(error)) from None
     if not has_events:
         tasks = manifest.tasks if manifest is not None and manifest.tasks else sorted({key for key, _ in attempts})
         events.append(_started_event(battle_id, config, tasks, created))
@@ -220,7 +230,7 @@ def build_import(run_dir: Path) -> RunImport:
     status = result.status if result is not None else "unfinished"
     result_body = None
     if result is not None and result.status != "interrupted":
-        markdown = _read_text(run_dir / "summary.md")
+        markdown = _read_text(run_dir, "summary.md", warnings)
         result_body = result_post(result, markdown, WHITE_NAME).body(result.finished_at or events[-1].timestamp)
     document = {
         "schema": IMPORT_SCHEMA,
@@ -237,10 +247,13 @@ def build_import(run_dir: Path) -> RunImport:
     return RunImport(battle_id, document, status, len(bodies), len(attempts), trajectories, warnings)
 
 
-def _read_text(path: Path) -> str | None:
+def _read_text(run_dir: Path, name: str, warnings: list[str]) -> str | None:
+    if not run_file_exists(run_dir, name):
+        return None
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return read_run_file(run_dir, name, max_bytes=MAX_MARKDOWN_BYTES).decode("utf-8", errors="replace")
+    except OSError as error:
+        warnings.append(f"{error}; the result is shown with a summary rendered from {SUMMARY_FILE}")
         return None
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import importlib.util
 import logging
+import os
 import sys
 from pathlib import Path
 from types import FrameType
@@ -15,6 +17,24 @@ from starlette.applications import Starlette
 
 from green_agent.engine.config import ConfigError, load_battle_config
 from green_agent.service.operator_auth import TOKEN_ENV, TokenError, resolve_operator_token
+
+LOOP_ENV = "ARENA_LOOP"
+"""Environment variable naming the event loop (``--loop`` wins): how tests and CI run a green agent on uvloop."""
+LOOP_CHOICES = ("auto", "asyncio", "uvloop")
+
+
+def select_loop(flag: str | None, env: str | None) -> str:
+    """The event loop uvicorn serves on: ``--loop``, else ``$ARENA_LOOP``, else ``asyncio`` (uvicorn's own default,
+    ``auto``, would pick uvloop whenever some other package installed it). ``uvloop`` must be importable.
+    Raises ValueError naming the setting."""
+    source, choice = ("--loop", flag) if flag is not None else (LOOP_ENV, env) if env else ("default", "asyncio")
+    choice = choice.strip().lower()
+    if choice not in LOOP_CHOICES:
+        raise ValueError(f"{source}: must be one of {', '.join(LOOP_CHOICES)} (got {choice!r})")
+    if choice == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        raise ValueError(f"{source}: uvloop is not installed (pip install uvloop)")
+    return choice
+
 
 # Keep this module's imports light: every tool sandbox re-imports the main module (multiprocessing's rule), so the
 # heavy parts (the server, the registry) are imported inside main().
@@ -91,8 +111,20 @@ def main(argv: list[str] | None = None) -> int:
         help="how long an event a battle backend has not accepted yet is retried, counted from when it was reported "
         "(kept in runs/<battle id>/outbox.jsonl, replayed on the next start; default 3600)",
     )
+    parser.add_argument(
+        "--loop",
+        default=None,
+        choices=LOOP_CHOICES,
+        help=f"event loop to serve on (default: ${LOOP_ENV}, else asyncio; auto is uvloop when it is installed)",
+    )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
+
+    try:
+        loop = select_loop(args.loop, os.environ.get(LOOP_ENV))
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
     if not args.outbox_retention > 0:  # also refuses nan
         print("error: --outbox-retention: must be a positive number of seconds", file=sys.stderr)
@@ -159,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             log_level=args.log_level.lower(),
             access_log=False,
             timeout_graceful_shutdown=1,
+            loop=loop,
         ),
     )
     server.run()

@@ -272,7 +272,10 @@ class GreenAgentExecutor(AgentExecutor):
             if backend is not None:
                 self.registry.report_refusal(battle_id, backend, error)
             return f"battle {battle_id} refused: {error}"
-        return f"battle {battle_id} accepted: {record.battle.config.k} attempts per task against {white_url}"
+        accepted = f"{record.battle.config.k} attempts per task against {white_url}"
+        if record.queued and record.ticket is not None:
+            return f"battle {battle_id} accepted and {self.registry.admission.describe_wait(record.ticket)}: {accepted}"
+        return f"battle {battle_id} accepted: {accepted}"
 
     # -- assessment request ------------------------------------------------------------------------------------
 
@@ -309,12 +312,16 @@ class GreenAgentExecutor(AgentExecutor):
                 a2a_task_id=task.id,
                 resume=_flag(payload, "resume"),
                 retry_infra=_flag(payload, "retry_infra"),
+                operator=is_operator(context.call_context),
             )
         except ConfigError as error:
             refusal = {"error": str(error), "reason": refusal_reason(error).value}
             await updater.failed(status(f"configuration error: {error}", refusal))
             return
         assert record.task is not None
+        if record.queued and record.ticket is not None:
+            queued = self.registry.admission.describe_wait(record.ticket)
+            await updater.update_status(TaskState.TASK_STATE_WORKING, status(f"battle {battle_id} {queued}"))
         try:
             result = await asyncio.shield(record.task)
         except asyncio.CancelledError:
@@ -451,11 +458,13 @@ def create_app(
 
     async def health(request: Request) -> JSONResponse:
         battles = holder.get("registry")
-        running = sum(1 for r in battles.battles.values() if r.running) if battles else 0
+        running = sum(1 for r in battles.battles.values() if r.running and not r.queued) if battles else 0
+        queued = battles.admission.queued if battles else 0
         warming = getattr(request.app.state, "warming", None)
         # "warm": the scoring workers are started (a battle sent before that runs, its first scores just wait).
         warm = warming is not None and warming.done()
-        return JSONResponse({"status": "ok" if battles else "starting", "battles_running": running, "warm": warm})
+        body = {"status": "ok" if battles else "starting", "battles_running": running, "battles_queued": queued}
+        return JSONResponse({**body, "warm": warm})
 
     routes: list[BaseRoute] = [
         *create_agent_card_routes(card),

@@ -30,6 +30,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from green_agent.body_limits import json_shape_problem
 from green_agent.engine.battle_ids import BattleIdError, validate_battle_id
 from green_agent.engine.config import ConfigError
+from green_agent.service.admission import CapacityError
 
 
 class ResultReason(StrEnum):
@@ -43,6 +44,10 @@ class ResultReason(StrEnum):
     battle id cannot be used."""
     HARNESS_ERROR = "harness_error"
     """The battle started and failed in the harness (not the agent's fault, not the config's)."""
+    BUSY = "busy"
+    """The battle could not start: this green agent runs as many battles and attempts as its operator allows and
+    its queue is full (``arena-green --max-running-battles``, ``--max-attempts-in-flight``,
+    ``--max-queued-battles``); sending it again later may work."""
 
 
 REFUSALS = frozenset({ResultReason.CONFIG_INVALID, ResultReason.REQUEST_INVALID})
@@ -60,6 +65,8 @@ class AgentBeatsMessageError(ConfigError):
 
 def refusal_reason(error: ConfigError) -> ResultReason:
     """The reason code of a battle that could not start because of ``error``."""
+    if isinstance(error, CapacityError):
+        return ResultReason.BUSY
     if isinstance(error, AgentBeatsMessageError):
         return error.reason
     if isinstance(error, BattleIdError):

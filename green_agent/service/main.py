@@ -92,6 +92,25 @@ def main(argv: list[str] | None = None) -> int:
         help="most attempts in flight a remote battle config may ask for",
     )
     parser.add_argument(
+        "--max-running-battles",
+        type=int,
+        default=ServiceLimits.max_running_battles,
+        help="battles running at once; more wait in a queue (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-attempts-in-flight",
+        type=int,
+        default=None,
+        help="attempts in flight across all battles, each holding a sandbox process (default "
+        f"{ServiceLimits.max_attempts_in_flight}, or the --scenario's concurrency when larger)",
+    )
+    parser.add_argument(
+        "--max-queued-battles",
+        type=int,
+        default=ServiceLimits.max_queued_battles,
+        help="battles waiting for a place; beyond, battle_start is refused as busy (default %(default)s)",
+    )
+    parser.add_argument(
         "--max-request-bytes",
         type=int,
         default=ServiceLimits.max_request_bytes,
@@ -129,6 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.outbox_retention > 0:  # also refuses nan
         print("error: --outbox-retention: must be a positive number of seconds", file=sys.stderr)
         return 2
+    for flag, value, least in (
+        ("--max-running-battles", args.max_running_battles, 1),
+        ("--max-attempts-in-flight", args.max_attempts_in_flight, 1),
+        ("--max-queued-battles", args.max_queued_battles, 0),
+    ):
+        if value is not None and value < least:
+            print(f"error: {flag}: must be at least {least}", file=sys.stderr)
+            return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # tau2 environments allocate many small objects; fewer GC passes cut environment builds ~3x (see notes/tau2.md).
     gc.set_threshold(100_000, 50, 100)
@@ -150,7 +177,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+    in_flight = args.max_attempts_in_flight
+    if in_flight is None:  # the operator's own scenario may ask for more than the default
+        in_flight = max(ServiceLimits.max_attempts_in_flight, default_config.concurrency if default_config else 0)
     limits = ServiceLimits(
+        max_running_battles=args.max_running_battles,
+        max_attempts_in_flight=in_flight,
+        max_queued_battles=args.max_queued_battles,
         max_attempts_per_battle=args.max_attempts,
         max_concurrency=args.max_concurrency,
         max_request_bytes=args.max_request_bytes,

@@ -24,10 +24,24 @@ from green_agent.engine.results import BattleResult
 from green_agent.engine.run_store import read_manifest, summary_status
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.service.admission import (
+    DEFAULT_MAX_ATTEMPTS_IN_FLIGHT,
+    DEFAULT_MAX_QUEUED_BATTLES,
+    DEFAULT_MAX_RUNNING_BATTLES,
+    Admission,
+    Ticket,
+)
 from green_agent.service.agentbeats import ResultReason, refusal_reason
 from green_agent.service.backend_client import BackendReporter
 from green_agent.service.backend_payloads import progress_post_for, result_post
-from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE, recent_outboxes
+from green_agent.service.backend_target import (
+    BackendTarget,
+    read_target,
+    replay_token,
+    resumed_target,
+    write_target,
+)
+from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE, load_outbox, recent_outboxes
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +63,16 @@ class BattleRecord:
     partial result, unless the battle was torn down before it could make one) or ``error`` (see ``error``)."""
     error: str | None = None
     """Why the battle ended in ``error``: its configuration was refused, or the harness failed."""
+    ticket: Ticket | None = None
+    """Its place under the green agent's bounds (see :mod:`green_agent.service.admission`)."""
+    reporter: BackendReporter | None = None
+    """Its backend reporter, once the battle knows where it reports (a resumed battle reads that from its run
+    directory first)."""
+
+    @property
+    def queued(self) -> bool:
+        """Accepted, waiting for a place under the green agent's bounds (no attempt runs yet)."""
+        return self.running and self.ticket is not None and not self.ticket.granted.is_set()
 
     @property
     def state(self) -> BattleState:
@@ -63,15 +87,6 @@ class BattleRecord:
 
 INTERRUPT_GRACE_S = 5.0
 """At shutdown, how long interrupted battles get to summarise what finished before they are cancelled."""
-
-
-@dataclass(frozen=True)
-class BackendTarget:
-    """Where a battle reports in the AgentBeats shapes (and as whom the white agent is named for the winner)."""
-
-    url: str
-    token: str | None = None
-    white_name: str = "white_agent"
 
 
 def resumable_run(runs_dir: Path, battle_id: str, white_agent_url: str) -> bool:
@@ -117,6 +132,12 @@ class ServiceLimits:
     """Accept A2A assessment requests without the operator token (``--open-assessments``): for AgentBeats
     scenario runners, which cannot send one. The requester gets only its own battle's stream; task reads, lists and
     cancels, MCP control, /run and /evaluations still need the token."""
+    max_running_battles: int = DEFAULT_MAX_RUNNING_BATTLES
+    """Battles running at once; more wait in the queue (``--max-running-battles``)."""
+    max_attempts_in_flight: int = DEFAULT_MAX_ATTEMPTS_IN_FLIGHT
+    """Attempts in flight across all battles (each holds a sandbox process; ``--max-attempts-in-flight``)."""
+    max_queued_battles: int = DEFAULT_MAX_QUEUED_BATTLES
+    """Battles waiting for a place; beyond, battles are refused as busy (``--max-queued-battles``)."""
 
 
 @dataclass
@@ -138,6 +159,13 @@ class BattleRegistry:
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
     _replays: dict[str, BackendReporter] = field(default_factory=dict)
     """Reporters delivering what an earlier process left in an outbox, by battle id."""
+    admission: Admission = field(init=False)
+    """The bounds on battles and attempts at once (from ``limits``)."""
+
+    def __post_init__(self) -> None:
+        self.admission = Admission(
+            self.limits.max_running_battles, self.limits.max_attempts_in_flight, self.limits.max_queued_battles
+        )
 
     def get(self, battle_id: str) -> BattleRecord | None:
         return self.battles.get(battle_id)
@@ -161,6 +189,7 @@ class BattleRegistry:
         a2a_task_id: str | None = None,
         resume: bool | None = False,
         retry_infra: bool = False,
+        operator: bool = False,
     ) -> BattleRecord:
         """Start a battle in the background. ConfigError when the id is invalid or taken, or the config cannot run.
 
@@ -168,6 +197,12 @@ class BattleRegistry:
         an earlier, unfinished run of the battle in that directory is continued (only its missing attempts run;
         ``retry_infra`` also re-runs its infrastructure errors); ``None`` resumes only when the directory holds an
         unfinished run against the same white agent URL (a green agent restarted under an AgentBeats battle).
+        A resumed battle reports where its run directory says it reported before, with the battle token kept there,
+        unless ``backend`` names another backend (then the stored token comes along only for the ``operator``;
+        see :mod:`green_agent.service.backend_target`).
+
+        The battle waits for a place under the green agent's bounds (``record.queued``); CapacityError when the
+        queue is full too, ConfigError when its concurrency alone exceeds the attempts allowed in flight.
         """
         validate_battle_id(battle_id)
         if resume is None:
@@ -183,9 +218,16 @@ class BattleRegistry:
                 f"k: {planned} attempts (tasks x k) exceed this green agent's limit of "
                 f"{self.limits.max_attempts_per_battle} per battle"
             )
-        reporter = self._reporter(battle_id, backend) if backend else None  # nothing is sent before it is entered
+        self.admission.check(config.concurrency)
         run_dir = run_dir_for(self.runs_dir, battle_id)
-        all_sinks = [*sinks, *([backend_sink(reporter, run_dir)] if reporter else [])]
+        holder: list[BattleRecord] = []  # the sink reports through the record's reporter, set when the battle runs
+
+        async def report(event: BattleEvent) -> None:
+            reporter = holder[0].reporter if holder else None
+            if reporter is not None:
+                await backend_sink(reporter, run_dir)(event)
+
+        all_sinks = [*sinks, report]
         battle = Battle(
             battle_id,
             white_agent_url,
@@ -202,11 +244,14 @@ class BattleRegistry:
         claim_run_dir(
             self.runs_dir, battle_id, resume=resume, retry_infra=retry_infra
         )  # last check: a refused start must not use up the id
-        record = BattleRecord(battle_id, battle)
+        record = BattleRecord(battle_id, battle, ticket=self.admission.enter(battle_id, config.concurrency))
+        holder.append(record)
         self.battles[battle_id] = record
         if a2a_task_id:
             self._by_task[a2a_task_id] = battle_id
-        record.task = asyncio.create_task(self._run(record, reporter, backend), name=f"battle-{battle_id}")
+        record.task = asyncio.create_task(
+            self._run(record, backend, resume=resume, operator=operator), name=f"battle-{battle_id}"
+        )
         self._keep(record.task)
         return record
 
@@ -231,6 +276,8 @@ class BattleRegistry:
         if record is None:
             raise KeyError(battle_id)
         if record.task is not None and not record.task.done():
+            if record.queued:  # nothing ran: the waiting task simply ends
+                record.task.cancel()
             record.battle.request_cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.shield(record.task)
@@ -239,7 +286,9 @@ class BattleRegistry:
     def interrupt_all(self) -> None:
         """The green agent is stopping: every running battle ends ``interrupted`` with a partial summary on disk."""
         for record in self.battles.values():
-            if record.running:
+            if record.queued and record.task is not None:
+                record.task.cancel()  # never started: nothing to summarise
+            elif record.running:
                 record.battle.request_interrupt()
 
     async def aclose(self) -> None:
@@ -272,7 +321,7 @@ class BattleRegistry:
             if battle_id in self.battles or battle_id in self._replays:
                 continue
             try:
-                reporter = await BackendReporter.replay(path, retention_s=self.outbox_retention_s)
+                reporter = await self._replay_reporter(path, battle_id)
             except (OSError, ValueError) as error:
                 log.warning("cannot replay the outbox %s: %s", path, error)
                 continue
@@ -285,6 +334,20 @@ class BattleRegistry:
             self._replays[battle_id] = reporter
             reporter.start()
             self._keep(asyncio.create_task(self._deliver_rest(reporter, battle_id), name=f"outbox-replay-{battle_id}"))
+
+    async def _replay_reporter(self, path: Path, battle_id: str) -> BackendReporter | None:
+        """A reporter for an outbox left by an earlier process: with the battle's stored token when the outbox
+        reports to the backend that issued it (so a result left undelivered is accepted), else tokenless."""
+        stored = await asyncio.to_thread(read_target, path.parent)
+        state = await asyncio.to_thread(load_outbox, path) if stored is not None and stored.token else None
+        token = replay_token(stored, state.backend_url if state is not None else None)
+        if state is None or token is None or not state.pending or state.battle_id != battle_id:
+            return await BackendReporter.replay(path, retention_s=self.outbox_retention_s)
+        assert state.backend_url is not None  # replay_token checked it
+        reporter = BackendReporter(state.backend_url, battle_id, token=token, retention_s=self.outbox_retention_s)
+        await reporter.open_outbox(path)
+        log.warning("battle %s: replaying %d undelivered events from %s", battle_id, len(state.pending), path)
+        return reporter
 
     async def _deliver_rest(self, reporter: BackendReporter, replay_of: str | None = None) -> None:
         """Let ``reporter`` deliver what it holds (bounded by the retention: it expires what it cannot), then close
@@ -319,13 +382,58 @@ class BattleRegistry:
         return BackendReporter(backend.url, battle_id, token=backend.token, retention_s=self.outbox_retention_s)
 
     async def _run(
-        self, record: BattleRecord, reporter: BackendReporter | None, backend: BackendTarget | None
+        self, record: BattleRecord, backend: BackendTarget | None, *, resume: bool, operator: bool
+    ) -> BattleResult:
+        try:
+            return await self._run_reporting(record, backend, resume=resume, operator=operator)
+        finally:
+            if record.ticket is not None:
+                self.admission.release(record.ticket)
+
+    async def _target(
+        self, battle_id: str, backend: BackendTarget | None, *, resume: bool, operator: bool
+    ) -> BackendTarget | None:
+        """Where the battle reports (a resumed one: where it reported before, with its stored token), recorded in
+        its run directory for a later resume. A disk error is logged, never fatal."""
+        run_dir = run_dir_for(self.runs_dir, battle_id)
+        stored = await asyncio.to_thread(read_target, run_dir) if resume else None
+        target = resumed_target(backend, stored, operator=operator)
+        if target is not None and (stored is None or stored.token is None or target.token is not None):
+            try:
+                await asyncio.to_thread(write_target, run_dir, target)
+            except OSError as error:
+                log.warning("battle %s: cannot record where it reports (%s); a resume will lack it", battle_id, error)
+        return target
+
+    async def _wait_for_place(self, record: BattleRecord) -> None:
+        """Wait (queued, holding no process) until the green agent's bounds let the battle run."""
+        ticket = record.ticket
+        if ticket is None or ticket.granted.is_set():
+            return
+        note = f"battle {record.battle_id} {self.admission.describe_wait(ticket)}"
+        log.info("%s", note)
+        if record.reporter is not None:
+            detail = {
+                "reason": "queued",
+                "queue_position": self.admission.position(ticket),
+                "max_running_battles": self.admission.max_running_battles,
+                "max_attempts_in_flight": self.admission.max_attempts_in_flight,
+            }
+            record.reporter.progress(note, detail=detail)
+        await ticket.granted.wait()
+
+    async def _run_reporting(
+        self, record: BattleRecord, backend: BackendTarget | None, *, resume: bool, operator: bool
     ) -> BattleResult:
         async with contextlib.AsyncExitStack() as stack:
+            target = await self._target(record.battle_id, backend, resume=resume, operator=operator)
+            reporter = self._reporter(record.battle_id, target) if target is not None else None
             if reporter is not None:
                 stack.push_async_exit(lambda exc_type, _exc, _tb: self._hand_over(reporter, exc_type))
                 await self._open_outbox(record.battle_id, reporter)
+                record.reporter = reporter
             try:
+                await self._wait_for_place(record)
                 result = await record.battle.run()
             except asyncio.CancelledError:
                 record.ended = "cancelled"
@@ -346,8 +454,8 @@ class BattleRegistry:
             record.result = result
             record.ended = "cancelled" if result.status in ("cancelled", "interrupted") else "finished"
             # An interrupted battle has no result yet: a resume (maybe by a restarted green agent) posts it once.
-            if reporter is not None and backend is not None and result.status != "interrupted":
-                post = result_post(result, record.battle.markdown, backend.white_name)
+            if reporter is not None and target is not None and result.status != "interrupted":
+                post = result_post(result, record.battle.markdown, target.white_name)
                 reporter.result(
                     post.message, winner=post.winner, detail=post.detail, markdown_content=post.markdown_content
                 )

@@ -203,9 +203,6 @@ def run(
             typer.echo(verdict.to_json())
         return typer.Exit(exit_code)
 
-    if backend is not None and (resume or retry_infra):
-        say(console, "--resume and --retry-infra work without --backend", label="configuration error:")
-        raise finish(2, "--resume and --retry-infra work without --backend")
     if backend is None and (open_browser or keep_backend or battle_timeout is not None):
         say(console, "--open, --keep-backend and --battle-timeout need --backend", label="configuration error:")
         raise finish(2, "--open, --keep-backend and --battle-timeout need --backend")

@@ -34,6 +34,7 @@ backend: its battle records and pages refer to them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import math
@@ -49,11 +50,13 @@ from urllib.parse import urlsplit
 import httpx
 from rich.console import Console
 
+from green_agent.engine.battle_ids import run_dir_for
 from green_agent.engine.config import BattleConfig, ConfigError, remote_config_dict
 from green_agent.service.agentbeats import REFUSALS
 from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE
 from launcher.cli.assessment_client import AssessmentOutcome
 from launcher.cli.backend_api import BackendApi, BackendError
+from launcher.cli.backend_record import BackendRunRecord, record_battle
 from launcher.cli.battle_display import BattleDisplay, print_summary, say
 from launcher.cli.run_command import (
     EXIT_CONFIG_ERROR,
@@ -212,10 +215,14 @@ async def _follow(
     options: BackendRunOptions,
     deadline_s: float,
     outage_limit_s: float,
+    *,
+    seen: int = 0,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Poll until the battle is finished or errored; a dead child, a battle that never ends or a backend gone for
-    longer than ``outage_limit_s`` is an error. Time spent in outages does not count against ``deadline_s``."""
+    longer than ``outage_limit_s`` is an error. Time spent in outages does not count against ``deadline_s``.
+    ``seen``: history entries already shown (a resume shows only what comes after)."""
     follower = _Follower(display)
+    follower.seen = seen
     loop = asyncio.get_running_loop()
     deadline = loop.time() + deadline_s
     failures = 0
@@ -300,6 +307,10 @@ async def execute_backend_run(options: BackendRunOptions, console: Console) -> B
     """Run a scenario through a backend end to end; never leaves a child behind."""
     try:
         target = parse_backend(options.backend)
+        if options.run.resume:
+            from launcher.cli.backend_resume import execute_backend_resume
+
+            return await execute_backend_resume(options, target, console)
         if options.run.backend_url:
             raise ConfigError("--backend-url: not with --backend (the battle reports to the backend it runs on)")
         if options.keep_backend and target != LOCAL:
@@ -417,6 +428,16 @@ async def _run_battle(
             }
         )
         report.battle_id = battle_id
+        # The green agent's run directory is named after the backend's battle id: what --resume --backend needs.
+        record = BackendRunRecord(
+            backend=target,
+            backend_url=backend_url,
+            database=str(report.backend_db) if report.backend_db is not None else None,
+            battle_timeout_s=battle_timeout,
+            white_alias=white_alias,
+        )
+        with contextlib.suppress(ConfigError):  # an id that is no directory name: the green agent refuses it too
+            await asyncio.to_thread(record_battle, run_dir_for(run.runs_dir, battle_id), scenario, record)
         report.battle_url = battle_page_url(backend_url, battle_id, arena=arena)
         display.line(f"battle page: {report.battle_url}" if arena else f"battle {battle_id}: {report.battle_url}")
         if options.open_browser and arena:

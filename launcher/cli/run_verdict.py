@@ -63,7 +63,7 @@ EXIT_INTERRUPTED = 130
 
 VERDICT_SCHEMA = "arena.run-verdict/1"
 FEW_TASKS = 10
-"""Fewer tasks than this: the summary carries a caveat (intervals over so few tasks are wide and approximate)."""
+"""Fewer tasks than this: the verdict carries a caveat (intervals over so few tasks are wide)."""
 WIDTH = 80
 """The verdict's lines fit this many columns (paths excepted: they are printed whole, to stay copyable)."""
 MAX_SUMMARY_BYTES = 64 * 1024 * 1024
@@ -341,7 +341,7 @@ def verdict_from_summary(
     warnings: list[str] = []
     if isinstance(tasks, int) and 0 < tasks < FEW_TASKS:
         warnings.append(
-            f"only {tasks} task{'s' if tasks != 1 else ''}; intervals over fewer than {FEW_TASKS} tasks are approximate"
+            f"only {tasks} task{'s' if tasks != 1 else ''}: the intervals are wide; {FEW_TASKS} or more tasks say more"
         )
     status = summary.get("status") if isinstance(summary.get("status"), str) else None
     if status not in (None, "completed"):

@@ -55,9 +55,12 @@ def finished_event_detail(payload: dict[str, Any]) -> tuple[AttemptKey, dict[str
 
 
 def finished_details(events: Iterable[EventRecord]) -> dict[AttemptKey, dict[str, Any]]:
-    """The last ``attempt_finished`` detail of every attempt, in order of first report."""
+    """The last ``attempt_finished`` detail of every attempt, in order of first report; only verified events count
+    (one posted without the battle's token is anyone's claim, never the battle's attempt)."""
     found: dict[AttemptKey, dict[str, Any]] = {}
     for event in events:
+        if not event.verified:
+            continue
         keyed = finished_event_detail(event.payload)
         if keyed is not None:
             found[keyed[0]] = keyed[1]

@@ -71,5 +71,6 @@ def battle_facts(battle: BattleRecord, *, started_calibration: bool = False) -> 
 
 
 def events_say_calibration(events: Iterable[EventRecord]) -> bool:
-    """Whether any stored event is a ``battle_started`` with ``calibration: true``."""
-    return any(started_says_calibration(event.payload) for event in events)
+    """Whether any stored verified event is a ``battle_started`` with ``calibration: true`` (an unverified one,
+    posted without the battle's token, decides nothing)."""
+    return any(event.verified and started_says_calibration(event.payload) for event in events)

@@ -239,7 +239,7 @@ async def import_battle(
         if outcome is not StartOutcome.STARTED:
             raise ImportFileError(f"battle {battle.battle_id}: could not be started in the store ({outcome.value})")
         for body in events:
-            await store.append_event(battle.battle_id, body)
+            await store.append_event(battle.battle_id, body, trusted=True)
         if result is None:
             await store.fail_battle(battle.battle_id, INTERRUPTED_REASON)
             return ImportReport(battle_id=battle.battle_id, events=len(events), state="error")
@@ -249,7 +249,7 @@ async def import_battle(
             finish_time=result_finish_time(result.get("timestamp")),
             rated=not result_says_calibration(result.get("detail")),
         )
-        await store.append_event(battle.battle_id, result, finish=finish)
+        await store.append_event(battle.battle_id, result, finish=finish, trusted=True)
         return ImportReport(battle_id=battle.battle_id, events=len(events) + 1, state="finished")
     except Exception as error:
         # Never leave a queued or running battle behind (the scheduler would try to run it with agents that have no

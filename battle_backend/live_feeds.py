@@ -106,7 +106,7 @@ class Viewer:
 
 def _event_data(renderer: Renderer, event: EventRecord) -> LiveMessage:
     """A ``battle_event`` message (CPU: rendering and serialising; call it in a worker thread)."""
-    data = {"seq": event.seq, "html": renderer.event_html(event), "event": timeline_payload(event.payload)}
+    data = {"seq": event.seq, "html": renderer.event_html(event), "event": timeline_payload(event.public_payload())}
     return LiveMessage("battle_event", json.dumps(data), id=str(event.seq), seq=event.seq)
 
 

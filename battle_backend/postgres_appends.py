@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 MAX_BATCH = 256
 """Events of one battle committed together at most (a bound on one transaction's size, not a pacing)."""
-APPEND_SQL = "SELECT * FROM arena_append_event(%s, %s, %s, %s, %s, %s)"
+APPEND_SQL = "SELECT * FROM arena_append_event(%s, %s, %s, %s, %s, %s, %s)"
 
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 Transact = Callable[[Callable[[Conn], Awaitable[Any]]], Awaitable[Any]]
@@ -67,6 +67,8 @@ class PendingAppend:
     token_sha256: bytes | None
     enforce_token: bool
     future: asyncio.Future[EventRecord]
+    trusted: bool = False
+    """Stored as verified without a token (an operator's import)."""
     alone: Callable[[], Awaitable[EventRecord]] | None = None
     """Set for an event that needs a transaction of its own (a result, which finishes the battle)."""
 
@@ -77,8 +79,14 @@ class PendingAppend:
             self.event_id,
             self.token_sha256,
             self.enforce_token,
+            self.trusted,
             origin,
         )
+
+    @property
+    def verified(self) -> bool:
+        """The event's key space: verified when posted with the token (checked by the database) or trusted."""
+        return self.trusted or self.token_sha256 is not None
 
 
 def outcome(item: PendingAppend, row: dict[str, Any]) -> EventRecord | BaseException:
@@ -86,7 +94,11 @@ def outcome(item: PendingAppend, row: dict[str, Any]) -> EventRecord | BaseExcep
     kind = row["r_outcome"]
     if kind == "stored":
         return EventRecord(
-            battle_id=item.battle_id, seq=row["r_seq"], payload=item.payload, received_at=row["r_received_at"]
+            battle_id=item.battle_id,
+            seq=row["r_seq"],
+            payload=item.payload,
+            received_at=row["r_received_at"],
+            verified=item.verified,
         )
     if kind == "not_found":
         return BattleNotFound(item.battle_id)
@@ -95,7 +107,12 @@ def outcome(item: PendingAppend, row: dict[str, Any]) -> EventRecord | BaseExcep
     if kind == "token_missing":
         return TokenRejected(item.battle_id, "no battle token was presented")
     if kind == "duplicate":
-        stored = {"seq": row["r_seq"], "payload": row["r_payload"], "received_at": row["r_received_at"]}
+        stored = {
+            "seq": row["r_seq"],
+            "payload": row["r_payload"],
+            "received_at": row["r_received_at"],
+            "verified": item.verified,
+        }
         assert item.event_id is not None
         return DuplicateEvent(event_record(item.battle_id, stored), item.event_id)
     if kind == "closed":

@@ -69,6 +69,7 @@ from battle_backend.store import (
 from battle_backend.stored_json import dumps
 from battle_backend.stored_rows import (
     BATTLE_COLUMNS,
+    EVENT_COLUMNS,
     Row,
     agent_record,
     battle_record,
@@ -506,7 +507,7 @@ class PostgresStore:
         return battle
 
     async def _events(self, conn: Conn, battle_id: str, after_seq: int, limit: int | None) -> list[dict[str, Any]]:
-        sql = "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = %s AND seq > %s ORDER BY seq"
+        sql = f"SELECT {EVENT_COLUMNS} FROM battle_events WHERE battle_id = %s AND seq > %s ORDER BY seq"
         params: list[Any] = [battle_id, after_seq]
         if limit is not None:
             sql += " LIMIT %s"
@@ -540,7 +541,7 @@ class PostgresStore:
             events: dict[str, list[dict[str, Any]]] = {}
             if include_events:
                 for event in await self._rows(
-                    conn, "SELECT battle_id, seq, payload, received_at FROM battle_events ORDER BY battle_id, seq"
+                    conn, f"SELECT battle_id, {EVENT_COLUMNS} FROM battle_events ORDER BY battle_id, seq"
                 ):
                     events.setdefault(event["battle_id"], []).append(event)
             return rows, events
@@ -590,15 +591,18 @@ class PostgresStore:
         payload_text: str,
         payload: dict[str, Any],
         event_id: str | None,
+        *,
+        verified: bool = True,
     ) -> EventRecord:
         seq = last_seq + 1
         received_at = utc_now_iso()
         await conn.execute("UPDATE battles SET last_seq = %s WHERE battle_id = %s", (seq, battle_id))
         await conn.execute(
-            "INSERT INTO battle_events (battle_id, seq, payload, received_at, event_id) VALUES (%s, %s, %s, %s, %s)",
-            (battle_id, seq, payload_text, received_at, event_id),
+            "INSERT INTO battle_events (battle_id, seq, payload, received_at, event_id, verified)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
+            (battle_id, seq, payload_text, received_at, event_id, verified),
         )
-        return EventRecord(battle_id=battle_id, seq=seq, payload=payload, received_at=received_at)
+        return EventRecord(battle_id=battle_id, seq=seq, payload=payload, received_at=received_at, verified=verified)
 
     async def _lock_agents(self, conn: Conn, agent_ids: list[str], pool: str | None = None) -> list[dict[str, Any]]:
         """Lock the rows of these agents (and of every member of ``pool``) in one statement, in agent_id order."""
@@ -666,9 +670,11 @@ class PostgresStore:
         presented_token: str | None = None,
         enforce_token: bool = False,
         event_id: str | None = None,
+        trusted: bool = False,
     ) -> EventRecord:
         """One event, one row; committed when this returns. The battle's row lock orders concurrent appends from
-        every replica; the unique index on (battle_id, event_id) backs up the duplicate check made under that lock.
+        every replica; the unique index on (battle_id, verified, event_id) backs up the duplicate check made under
+        that lock (a key is looked up in the event's own space: verified or not).
         A progress event goes through the battle's writer on this replica (:mod:`battle_backend.postgres_appends`:
         one database call, batched with the battle's other waiting events); a result, which finishes the battle,
         gets a transaction of its own, in its turn among them."""
@@ -682,6 +688,7 @@ class PostgresStore:
             )
         else:
             payload_text, result_text = dumps(payload), ""
+        verified = trusted or presented_token is not None
 
         async def finish_alone(conn: Conn) -> EventRecord:
             """The result's own transaction: the contract's checks (those arena_append_event makes in the database for
@@ -693,8 +700,9 @@ class PostgresStore:
             if event_id is not None:
                 stored = await self._row(
                     conn,
-                    "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = %s AND event_id = %s",
-                    (battle_id, event_id),
+                    f"SELECT {EVENT_COLUMNS} FROM battle_events"
+                    " WHERE battle_id = %s AND verified = %s AND event_id = %s",
+                    (battle_id, verified, event_id),
                 )
             refusal = append_refusal(
                 battle_id,
@@ -707,7 +715,9 @@ class PostgresStore:
             )
             if refusal is not None:
                 raise refusal
-            record = await self._append(conn, battle_id, row["last_seq"], payload_text, payload, event_id)
+            record = await self._append(
+                conn, battle_id, row["last_seq"], payload_text, payload, event_id, verified=verified
+            )
             assert finish is not None  # progress events take the writer's path (arena_append_event)
             await self._finish(conn, row, finish, result_text)
             return record
@@ -719,6 +729,7 @@ class PostgresStore:
             event_id=event_id,
             token_sha256=token_digest(presented_token),
             enforce_token=enforce_token,
+            trusted=trusted,
             future=asyncio.get_running_loop().create_future(),
             alone=(lambda: self._write(finish_alone)) if finish is not None else None,
         )

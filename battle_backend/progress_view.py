@@ -174,7 +174,10 @@ class ProgressTracker:
         self._finished_here = 0
 
     def add(self, event: EventRecord) -> bool:
-        """Fold one event in; True when it changed the progress."""
+        """Fold one event in; True when it changed the progress. An unverified event (posted without the battle's
+        token) changes nothing: anyone may post those."""
+        if not event.verified:
+            return False
         payload = event.payload
         detail = payload.get("detail")
         if payload.get("is_result") or not isinstance(detail, dict):

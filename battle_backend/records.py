@@ -149,6 +149,21 @@ class EventRecord:
     seq: int
     payload: dict[str, Any]
     received_at: str
+    verified: bool = True
+    """True for what the battle's token holder posted (the green agent), what the backend wrote itself and what an
+    operator imported; False for an event posted without the battle's token (anyone may post those unless
+    ``--require-token``): shown as unverified, never counted as the battle's (attempts, progress, calibration)."""
+
+    def public_payload(self) -> dict[str, Any]:
+        """The event as the API, the pages and the live feeds show it: the payload as posted, without the poster's
+        idempotency key (``event_id``: private to the poster, so nobody learns the keys it will use next), and for
+        an unverified event with ``"unverified": true`` (a posted ``unverified`` key is never shown as ours)."""
+        if "event_id" not in self.payload and "unverified" not in self.payload and self.verified:
+            return self.payload
+        shown = {key: value for key, value in self.payload.items() if key not in ("event_id", "unverified")}
+        if not self.verified:
+            shown["unverified"] = True
+        return shown
 
 
 @dataclass(frozen=True)
@@ -197,7 +212,7 @@ class BattleRecord:
             "event_count": self.last_seq,
         }
         if include_history:
-            body["interact_history"] = [event.payload for event in self.events]
+            body["interact_history"] = [event.public_payload() for event in self.events]
         if self.started_at:
             body["started_at"] = self.started_at
         if self.battle_timeout is not None:

@@ -162,8 +162,10 @@ def timeline_payload(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def event_context(event: EventRecord) -> dict[str, Any]:
-    """The fields of an event a timeline entry shows, each coerced to what the template expects."""
-    payload = timeline_payload(event.payload)
+    """The fields of an event a timeline entry shows, each coerced to what the template expects. An unverified
+    event (posted without the battle's token) is marked as such, is never shown as the backend's own (``system``)
+    and links to no attempt: the attempt viewer shows only the battle's verified attempts."""
+    payload = timeline_payload(event.public_payload())
     message = payload.get("message")
     markdown = payload.get("markdown_content")
     detail = payload.get("detail")
@@ -178,12 +180,13 @@ def event_context(event: EventRecord) -> dict[str, Any]:
         "detail": detail,
         "has_detail": detail is not None and detail != {} and detail != [],
         "reported_by": str(reported_by) if reported_by is not None else "",
-        "is_system": reported_by == "system",
+        "is_system": reported_by == "system" and event.verified,
+        "unverified": not event.verified,
         # stored as posted (ISO text or Unix seconds), shown as ISO text; 0 is a time, not a missing one
         "timestamp": display_timestamp(event.received_at if timestamp is None or timestamp == "" else timestamp),
         "winner": payload.get("winner"),
         "is_arena_result": bool(payload.get("is_result")) and find_battle_result(detail) is not None,
-        "attempt_url": attempt_path(event.battle_id, *keyed[0]) if keyed is not None else None,
+        "attempt_url": attempt_path(event.battle_id, *keyed[0]) if keyed is not None and event.verified else None,
     }
 
 

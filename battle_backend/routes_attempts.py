@@ -1,9 +1,11 @@
 """The attempt viewer: one attempt of a battle, its failure explanation above its conversation, and the raw JSONL.
 
-``/ui/battles/{battle_id}/attempts/{task_key:path}/{attempt:int}`` and the same path + ``/trajectory.jsonl``. The task
+``/ui/battles/{battle_id}/attempts/{task_key:path}/{attempt}`` and the same path + ``/trajectory.jsonl``. The task
 key keeps its slashes (``retail/test/7``), hence the ``path`` convertor; the attempt number ends the path, so the
-two routes never overlap. Everything shown comes from the stored events and result (:mod:`attempt_data`), is bounded
-and escaped (:mod:`trajectory_view`, :mod:`explanation_view`); the JSONL is served as a download, never as a page.
+two routes never overlap. The attempt is up to nine ASCII digits, at most ``MAX_ATTEMPT_NUMBER``; anything else is a
+404 (never an ``int()`` of an unbounded run of digits). Everything shown comes from the stored verified events and
+the result (:mod:`attempt_data`), is bounded and escaped (:mod:`trajectory_view`, :mod:`explanation_view`); the JSONL
+is served as a download, never as a page.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from battle_backend.attempt_data import AttemptData, attempt_path, find_attempt
+from battle_backend.attempt_data import MAX_ATTEMPT_NUMBER, AttemptData, attempt_path, find_attempt
 from battle_backend.battle_facts import battle_facts, events_say_calibration
 from battle_backend.context import BackendContext
 from battle_backend.explanation_view import explanation_view
@@ -22,6 +24,7 @@ from battle_backend.records import BattleRecord
 from battle_backend.trajectory_view import trajectory_view
 
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
+_ATTEMPT_NUMBER = re.compile(r"[0-9]{1,9}")
 
 
 def _not_found(ctx: BackendContext, what: str, *, detail: str = "", back_url: str = "") -> HTMLResponse:
@@ -31,7 +34,7 @@ def _not_found(ctx: BackendContext, what: str, *, detail: str = "", back_url: st
 
 
 def _attempt_missing(ctx: BackendContext, battle: BattleRecord, request: Request) -> HTMLResponse:
-    task_key, number = request.path_params["task_key"], request.path_params["attempt"]
+    task_key, number = request.path_params["task_key"], request.path_params["attempt"][:40]
     return _not_found(
         ctx,
         "attempt",
@@ -41,13 +44,25 @@ def _attempt_missing(ctx: BackendContext, battle: BattleRecord, request: Request
     )
 
 
+def attempt_number(raw: str) -> int | None:
+    """The attempt number of a path segment: ASCII digits, at most as many as :data:`MAX_ATTEMPT_NUMBER` has (a
+    4301-digit number would make ``int()`` raise past Python's conversion limit); None for anything else."""
+    if _ATTEMPT_NUMBER.fullmatch(raw) is None:
+        return None
+    number = int(raw)
+    return number if number <= MAX_ATTEMPT_NUMBER else None
+
+
 async def _load(request: Request) -> tuple[BattleRecord, AttemptData] | HTMLResponse:
     """The battle and the attempt the path names, or the 404 page saying which of the two is unknown."""
     ctx: BackendContext = request.app.state.backend
     battle = await ctx.store.get_battle(request.path_params["battle_id"])
     if battle is None:
         return _not_found(ctx, "battle")
-    data = find_attempt(battle, request.path_params["task_key"], request.path_params["attempt"])
+    number = attempt_number(request.path_params["attempt"])
+    if number is None:
+        return _attempt_missing(ctx, battle, request)
+    data = find_attempt(battle, request.path_params["task_key"], number)
     if data is None:
         return _attempt_missing(ctx, battle, request)
     return battle, data
@@ -101,7 +116,9 @@ async def attempt_jsonl(request: Request) -> Response:
 
 def attempt_routes() -> list[Route]:
     """The viewer and its JSONL (the JSONL first: its path is the viewer's plus a suffix)."""
-    base = "/ui/battles/{battle_id}/attempts/{task_key:path}/{attempt:int}"
+    # the attempt is matched as text and parsed by attempt_number: Starlette's int convertor calls int() on any run
+    # of digits, and one past Python's 4300-digit limit raised (a 500)
+    base = "/ui/battles/{battle_id}/attempts/{task_key:path}/{attempt}"
     return [
         Route(base + "/trajectory.jsonl", attempt_jsonl, methods=["GET"]),
         Route(base, attempt_page, methods=["GET"]),

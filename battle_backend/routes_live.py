@@ -32,6 +32,10 @@ SSE_BATCH = EVENT_BATCH
 END = LiveMessage("end", "{}")
 
 
+MAX_SEQ = 2**53
+"""The largest sequence number a client may name (``since``, ``Last-Event-ID``)."""
+
+
 def _non_negative_int(value: str | None, loc: list[str]) -> int:
     if value is None or value == "":
         return 0
@@ -41,6 +45,8 @@ def _non_negative_int(value: str | None, loc: list[str]) -> int:
         raise ApiError(422, [{"type": "int_parsing", "loc": loc, "msg": "Input should be a valid integer"}]) from exc
     if number < 0:
         raise ApiError(422, [{"type": "greater_than_equal", "loc": loc, "msg": "Input should be >= 0"}])
+    if number > MAX_SEQ:  # a database integer holds no more (SQLite raised OverflowError: a 500)
+        raise ApiError(422, [{"type": "less_than_equal", "loc": loc, "msg": f"Input should be <= {MAX_SEQ}"}])
     return number
 
 

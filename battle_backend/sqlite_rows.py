@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from battle_backend.records import BattleHistoryEntry, EventRecord
-from battle_backend.stored_rows import event_record, history_entry
+from battle_backend.stored_rows import EVENT_COLUMNS, event_record, history_entry
 
 
 def history_entries(conn: sqlite3.Connection, agent_ids: Iterable[str] | None) -> dict[str, list[BattleHistoryEntry]]:
@@ -32,7 +32,7 @@ def history_entries(conn: sqlite3.Connection, agent_ids: Iterable[str] | None) -
 
 def events_after(conn: sqlite3.Connection, battle_id: str, after_seq: int, limit: int | None) -> list[EventRecord]:
     """A battle's events with a sequence number above ``after_seq``, in order, at most ``limit`` of them."""
-    sql = "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = ? AND seq > ? ORDER BY seq"
+    sql = f"SELECT {EVENT_COLUMNS} FROM battle_events WHERE battle_id = ? AND seq > ? ORDER BY seq"
     params: list[Any] = [battle_id, after_seq]
     if limit is not None:
         sql += " LIMIT ?"

@@ -74,7 +74,17 @@ ALTER TABLE battles ADD COLUMN green_pool TEXT;
 ALTER TABLE battles ADD COLUMN owner TEXT;
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3))
+SCHEMA_V4 = """
+-- Who posted an event: verified (1) for the battle's token holder, the backend itself and imports, unverified (0)
+-- for a post without the battle's token. Idempotency keys live in two separate spaces, one per value, so a tokenless
+-- poster can never make a token holder's event a "duplicate" of its own. Events stored before this migration keep
+-- counting as they did (verified): which of them came with a token was not recorded.
+ALTER TABLE battle_events ADD COLUMN verified INTEGER NOT NULL DEFAULT 1;
+DROP INDEX battle_events_event_id;
+CREATE UNIQUE INDEX battle_events_event_key ON battle_events (battle_id, verified, event_id) WHERE event_id IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3), (4, SCHEMA_V4))
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

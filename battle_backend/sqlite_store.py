@@ -367,11 +367,13 @@ class SQLiteStore:
         presented_token: str | None = None,
         enforce_token: bool = False,
         event_id: str | None = None,
+        trusted: bool = False,
     ) -> EventRecord:
         """One event, one row, one transaction (finishing the battle too when ``finish`` is given); a repeated
-        ``event_id`` writes nothing (DuplicateEvent). The writer thread serialises the check and the insert (an
-        earlier event of the same group transaction is seen, so a key repeated within one batch is caught too); the
-        unique index on (battle_id, event_id) backs it up."""
+        ``event_id`` in the event's key space (verified or not) writes nothing (DuplicateEvent). The writer thread
+        serialises the check and the insert (an earlier event of the same group transaction is seen, so a key
+        repeated within one batch is caught too); the unique index on (battle_id, verified, event_id) backs it up."""
+        verified = trusted or presented_token is not None
 
         def fn(conn: sqlite3.Connection) -> EventRecord:
             row = transitions.battle_row(conn, battle_id)
@@ -384,11 +386,15 @@ class SQLiteStore:
                 presented_token=presented_token,
                 enforce_token=enforce_token,
                 event_id=event_id,
-                stored=transitions.event_with_id(conn, battle_id, event_id) if event_id is not None else None,
+                stored=(
+                    transitions.event_with_id(conn, battle_id, event_id, verified=verified)
+                    if event_id is not None
+                    else None
+                ),
             )
             if refusal is not None:
                 raise refusal
-            record = transitions.append_event(conn, battle_id, row["last_seq"], payload, event_id)
+            record = transitions.append_event(conn, battle_id, row["last_seq"], payload, event_id, verified=verified)
             if finish is not None:
                 transitions.finish(conn, row, finish)
             return record

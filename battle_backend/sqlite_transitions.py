@@ -17,7 +17,7 @@ from typing import Any
 from battle_backend import transition_rules as rules
 from battle_backend.records import EventRecord, FinishSpec, utc_now_iso
 from battle_backend.stored_json import dumps
-from battle_backend.stored_rows import event_record
+from battle_backend.stored_rows import EVENT_COLUMNS, event_record
 
 
 def battle_row(conn: sqlite3.Connection, battle_id: str) -> sqlite3.Row | None:
@@ -30,25 +30,32 @@ def battle_row(conn: sqlite3.Connection, battle_id: str) -> sqlite3.Row | None:
 
 
 def append_event(
-    conn: sqlite3.Connection, battle_id: str, last_seq: int, payload: dict[str, Any], event_id: str | None = None
+    conn: sqlite3.Connection,
+    battle_id: str,
+    last_seq: int,
+    payload: dict[str, Any],
+    event_id: str | None = None,
+    *,
+    verified: bool = True,
 ) -> EventRecord:
-    """One event row, numbered ``last_seq + 1`` (with the poster's idempotency key, if any), and the battle's counter
-    moved to it."""
+    """One event row, numbered ``last_seq + 1`` (with the poster's idempotency key, if any, in the key space of
+    ``verified``), and the battle's counter moved to it."""
     seq = last_seq + 1
     received_at = utc_now_iso()
     conn.execute("UPDATE battles SET last_seq = ? WHERE battle_id = ?", (seq, battle_id))
     conn.execute(
-        "INSERT INTO battle_events (battle_id, seq, payload, received_at, event_id) VALUES (?, ?, ?, ?, ?)",
-        (battle_id, seq, dumps(payload), received_at, event_id),
+        "INSERT INTO battle_events (battle_id, seq, payload, received_at, event_id, verified)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (battle_id, seq, dumps(payload), received_at, event_id, int(verified)),
     )
-    return EventRecord(battle_id=battle_id, seq=seq, payload=payload, received_at=received_at)
+    return EventRecord(battle_id=battle_id, seq=seq, payload=payload, received_at=received_at, verified=verified)
 
 
-def event_with_id(conn: sqlite3.Connection, battle_id: str, event_id: str) -> EventRecord | None:
-    """The battle's event stored under the idempotency key ``event_id``, or None."""
+def event_with_id(conn: sqlite3.Connection, battle_id: str, event_id: str, *, verified: bool) -> EventRecord | None:
+    """The battle's event stored under the idempotency key ``event_id`` in the key space of ``verified``, or None."""
     row = conn.execute(
-        "SELECT seq, payload, received_at FROM battle_events WHERE battle_id = ? AND event_id = ?",
-        (battle_id, event_id),
+        f"SELECT {EVENT_COLUMNS} FROM battle_events WHERE battle_id = ? AND verified = ? AND event_id = ?",
+        (battle_id, int(verified), event_id),
     ).fetchone()
     return None if row is None else event_record(battle_id, row)
 

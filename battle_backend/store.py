@@ -212,6 +212,7 @@ class BattleStore(Protocol):
         presented_token: str | None = None,
         enforce_token: bool = False,
         event_id: str | None = None,
+        trusted: bool = False,
     ) -> EventRecord:
         """Append one event (its own row; committed when the call returns, in its own transaction or a group
         commit's savepoint, see the module docstring); with ``finish`` also finish the battle, apply ELO
@@ -224,11 +225,18 @@ class BattleStore(Protocol):
         Token rule (so a refused result never uses up the battle's one result): a ``presented_token`` must equal
         the battle's token (a battle that has none yet accepts none); with ``enforce_token`` one must be presented.
 
-        Idempotency rule: ``event_id`` (the poster's key, None for none) is unique per battle. When the battle
-        already holds an event with that key, nothing is written (no event, no finish) and DuplicateEvent carries
-        the stored record, also once the battle is over (a retried result of a finished battle is a duplicate, not
-        BattleClosed). The key decides alone: a repeated key with a different payload is still the same event. The
-        check and the insert must be atomic (two concurrent posts of one key store it once)."""
+        Verified or not: the event is stored as verified (``EventRecord.verified``) when it was posted with the
+        battle's token or ``trusted`` (an operator's import), as unverified otherwise (anyone may post progress
+        events without ``enforce_token``).
+
+        Idempotency rule: ``event_id`` (the poster's key, None for none) is unique per battle *within its key
+        space*: verified events' keys and unverified events' keys are two separate spaces, so nothing posted
+        without the token can ever make a token holder's event a duplicate (or the other way round). When the
+        battle already holds an event with that key in the event's own space, nothing is written (no event, no
+        finish) and DuplicateEvent carries the stored record, also once the battle is over (a retried result of a
+        finished battle is a duplicate, not BattleClosed). The key decides alone: a repeated key with a different
+        payload is still the same event. The check and the insert must be atomic (two concurrent posts of one key
+        store it once)."""
 
     async def start_battle(self, battle_id: str, battle_token: str) -> StartOutcome:
         """queued -> running if every participant exists and is unlocked: lock them, clear their ready flags,

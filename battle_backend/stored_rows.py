@@ -36,10 +36,18 @@ def history_entry(row: Row) -> BattleHistoryEntry:
     )
 
 
+EVENT_COLUMNS = "seq, payload, received_at, verified"
+"""The columns :func:`event_record` reads."""
+
+
 def event_record(battle_id: str, row: Row) -> EventRecord:
-    """A ``battle_events`` row (seq, payload, received_at)."""
+    """A ``battle_events`` row (:data:`EVENT_COLUMNS`)."""
     return EventRecord(
-        battle_id=battle_id, seq=row["seq"], payload=json.loads(row["payload"]), received_at=row["received_at"]
+        battle_id=battle_id,
+        seq=row["seq"],
+        payload=json.loads(row["payload"]),
+        received_at=row["received_at"],
+        verified=bool(row["verified"]),
     )
 
 

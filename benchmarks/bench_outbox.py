@@ -41,6 +41,7 @@ from backend_process import free_port, start_backend, stop_backend, wait_healthy
 from battle_backend.testing import FakeA2AAgent, serve_app  # noqa: E402
 from green_agent.service.backend_client import BackendReporter  # noqa: E402
 from green_agent.service.outbox import OUTBOX_FILE  # noqa: E402
+from tests.support.event_keys import stored_event_keys  # noqa: E402
 
 LIMIT_S = 600.0
 
@@ -104,8 +105,9 @@ async def run(events: int, outage_s: float) -> dict[str, Any]:
         finally:
             stop_backend(process)
         outbox_bytes = outbox.stat().st_size
-    # Keys are "<battle id>:<reporter nonce>:<seq>": one reporter here, so one nonce and seq 1..n in order.
-    keys = [e["event_id"].rsplit(":", 2) for e in battle["interact_history"] if "event_id" in e]
+        # Keys are "<battle id>:<reporter nonce>:<seq>": one reporter here, so one nonce and seq 1..n in order (read
+        # from the database: the API does not show them)
+        keys = [key.rsplit(":", 2) for key in stored_event_keys(db, battle_id)]
     stored = [(prefix, int(seq)) for prefix, _nonce, seq in keys]
     expected = [(battle_id, n) for n in range(1, 2 * events + 2)]
     return {

@@ -212,9 +212,10 @@ class Arena:
     async def post(
         self, battle_id: str, event: dict[str, Any], headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        """POST an event as an agent would. A result with ``headers=None`` is posted as the battle's green agent
-        does, with the battle token it received (results need it); pass ``headers={}`` to post without one."""
-        if headers is None and event.get("is_result"):
+        """POST an event as an agent would. With ``headers=None`` it is posted as the battle's green agent does,
+        with the battle token it received (results need it, and only events posted with it count as the battle's:
+        attempts, progress, calibration); pass ``headers={}`` to post without one (stored, shown as unverified)."""
+        if headers is None:
             token = self.green_token(battle_id)
             headers = {"X-Battle-Token": token} if token else None
         return await self.client.post(f"/battles/{battle_id}", json=event, headers=headers)

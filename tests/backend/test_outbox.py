@@ -48,9 +48,21 @@ def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def green_events(battle: dict[str, Any]) -> list[dict[str, Any]]:
-    """The entries of interact_history a reporter posted (system entries have no idempotency key)."""
-    return [entry for entry in battle["interact_history"] if "event_id" in entry]
+def green_events(db: Path, battle_id: str) -> list[dict[str, Any]]:
+    """The events a reporter posted, as stored (with their idempotency key ``event_id``, which the API no longer
+    shows: read from the database file; system entries have no key)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute(
+            "SELECT payload FROM battle_events WHERE battle_id = ? AND event_id IS NOT NULL ORDER BY seq", (battle_id,)
+        ).fetchall()
+    return [json.loads(payload) for (payload,) in rows]
+
+
+def db_of(arena: Arena) -> Path:
+    """The SQLite file of the arena's backend."""
+    path = arena.backend.settings.db_path
+    assert isinstance(path, Path)
+    return path
 
 
 def seq_of(entry: dict[str, Any], battle_id: str) -> int:
@@ -60,9 +72,11 @@ def seq_of(entry: dict[str, Any], battle_id: str) -> int:
     return int(seq)
 
 
-def assert_once_in_order(battle: dict[str, Any], battle_id: str, count: int) -> None:
-    """Events 1..count each stored once, in order, the last one the result, and the battle finished by it."""
-    posted = green_events(battle)
+def assert_once_in_order(battle: dict[str, Any], db: Path, battle_id: str, count: int) -> None:
+    """Events 1..count each stored once, in order, the last one the result, and the battle finished by it; no key
+    shown by the API."""
+    assert not [entry for entry in battle["interact_history"] if "event_id" in entry]
+    posted = green_events(db, battle_id)
     assert [seq_of(e, battle_id) for e in posted] == list(range(1, count + 1)), posted
     assert [e["is_result"] for e in posted] == [False] * (count - 1) + [True]
     assert battle["state"] == "finished"
@@ -235,7 +249,7 @@ async def test_a_repeated_event_id_is_stored_once_and_a_repeated_result_is_a_204
     without_token = await arena.post(battle_id, result("white", event_id=f"{battle_id}:2"), {})
     assert without_token.status_code == 401  # the token is checked before the key
     battle = await arena.get(battle_id)
-    assert [e["event_id"] for e in green_events(battle)] == [f"{battle_id}:1", f"{battle_id}:2"]
+    assert [e["event_id"] for e in green_events(db_of(arena), battle_id)] == [f"{battle_id}:1", f"{battle_id}:2"]
     assert battle["result"]["winner"] == "white"
     bad = await arena.post(battle_id, progress("p", event_id=7))
     assert bad.status_code == 422 and "event_id" in bad.text
@@ -315,7 +329,7 @@ async def test_a_lost_answer_does_not_duplicate_an_event_or_the_result(arena: Ar
         assert await rep.flush(timeout=LIMIT_S)
     assert rep.delivered_count == 13 and rep.result_status == "delivered" and rep.undelivered() == []
     assert len(lost) >= 5
-    assert_once_in_order(await arena.get(battle_id), battle_id, 13)
+    assert_once_in_order(await arena.get(battle_id), db_of(arena), battle_id, 13)
 
 
 async def test_a_replay_without_the_battle_token_says_so_and_keeps_the_events(
@@ -333,7 +347,7 @@ async def test_a_replay_without_the_battle_token_says_so_and_keeps_the_events(
     assert await replay.flush(timeout=LIMIT_S) is False  # stopped at the result, which needs the token
     await replay.aclose()
     assert "cannot deliver after a restart" in caplog.text and token not in caplog.text
-    assert [e["message"] for e in green_events(await arena.get(battle_id))] == ["before the restart"]
+    assert [e["message"] for e in green_events(db_of(arena), battle_id)] == ["before the restart"]
     assert token not in outbox.read_text()
     assert [e.is_result for e in load_outbox(outbox).pending] == [True]  # still there for a reporter with the token
 
@@ -342,7 +356,7 @@ async def test_a_replay_without_the_battle_token_says_so_and_keeps_the_events(
     resumed.start()
     assert await resumed.flush(timeout=LIMIT_S)
     await resumed.aclose()
-    assert_once_in_order(await arena.get(battle_id), battle_id, 2)
+    assert_once_in_order(await arena.get(battle_id), db_of(arena), battle_id, 2)
 
 
 # --- a real backend process, stopped and restarted on the same port and database -------------------------------------
@@ -400,8 +414,12 @@ async def test_a_backend_process_stopped_and_restarted_gets_every_event_once_in_
         await rep.aclose()
         assert rep.result_status == "delivered" and rep.undelivered() == []
         battle = await _battle(backend, battle_id)
-    assert_once_in_order(battle, battle_id, 21)
-    assert [e["message"] for e in green_events(battle)][9:12] == ["before 9", "during 0", "during 1"]
+    assert_once_in_order(battle, tmp_path / "backend.sqlite3", battle_id, 21)
+    assert [e["message"] for e in green_events(tmp_path / "backend.sqlite3", battle_id)][9:12] == [
+        "before 9",
+        "during 0",
+        "during 1",
+    ]
     assert any("Backend restarted" in str(e.get("message")) for e in battle["interact_history"])
 
 

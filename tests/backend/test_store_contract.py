@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from battle_backend.postgres_appends import PendingAppend
 from battle_backend.postgres_schema import SchemaTooNew, alembic_config, head_revision, sqlalchemy_url
 from battle_backend.postgres_store import PostgresStore, safe_url
 from battle_backend.records import BattleState, FinishSpec, system_event
+from battle_backend.sqlite_schema import LATEST_VERSION, MIGRATIONS
 from battle_backend.sqlite_store import SQLiteStore
 from battle_backend.store import (
     BattleClosed,
@@ -32,6 +34,7 @@ from battle_backend.store import (
     DuplicateEvent,
     StartOutcome,
     StoreNotice,
+    TokenRejected,
     WriteFailed,
 )
 from battle_backend.store_factory import parse_db
@@ -528,3 +531,173 @@ async def test_postgres_an_event_the_database_refuses_fails_alone_in_its_batch(
         assert store.appends.batches < 30  # the events did share transactions
         stored = [e.payload["n"] for e in await store.list_events(battle_id) if "n" in e.payload]
         assert sorted(stored) == [n for n in range(30) if n != 13]
+
+
+# --- verified and unverified events: two key spaces (issue 24, item 1) ----------------------------------------
+
+
+async def test_a_tokenless_key_never_makes_the_token_holders_event_a_duplicate(store: BattleStore) -> None:
+    """A tokenless poster who squats the keys the green agent will use claims nothing: the token holder's events and
+    its result are stored under the same keys, and each space answers its own repeats."""
+    battle_id, _, _ = await _running(store)
+    squatted = [await store.append_event(battle_id, {"forged": n}, event_id=f"k-{n}") for n in (1, 2, 3)]
+    assert [record.verified for record in squatted] == [False] * 3
+    await store.append_event(battle_id, {"is_result": False, "forged": "r"}, event_id="r")
+    real = [await store.append_event(battle_id, {"real": n}, presented_token="tok", event_id=f"k-{n}") for n in (1, 2)]
+    assert [record.verified for record in real] == [True, True]
+    assert [record.seq for record in real] == [7, 8]  # new events, not the squatters' records
+    result = await store.append_event(
+        battle_id,
+        {"is_result": True, "real": "result"},
+        finish=FinishSpec("draw", {"real": True}, "t"),
+        presented_token="tok",
+        enforce_token=True,
+        event_id="r",
+    )
+    assert result.verified and result.seq == 9
+    # each space answers its own repeats, also after the finish
+    with pytest.raises(DuplicateEvent) as verified_repeat:
+        await store.append_event(battle_id, {"real": "again"}, presented_token="tok", event_id="k-1")
+    assert verified_repeat.value.record.seq == 7 and verified_repeat.value.record.payload == {"real": 1}
+    assert verified_repeat.value.record.verified
+    with pytest.raises(DuplicateEvent) as tokenless_repeat:
+        await store.append_event(battle_id, {"forged": "again"}, event_id="k-1")
+    assert tokenless_repeat.value.record.seq == 3 and not tokenless_repeat.value.record.verified
+    with pytest.raises(BattleClosed):  # a tokenless key the token holder never used: the battle is over
+        await store.append_event(battle_id, {"forged": 3}, presented_token="tok", event_id="k-3")
+    battle = await store.get_battle(battle_id)
+    assert battle is not None and battle.state is BattleState.FINISHED
+    assert battle.result is not None and battle.result["detail"] == {"real": True}
+    flags = [(event.seq, event.verified) for event in battle.events]
+    assert flags == [
+        (1, True),
+        (2, True),
+        (3, False),
+        (4, False),
+        (5, False),
+        (6, False),
+        *[(n, True) for n in (7, 8, 9)],
+    ]
+    assert [(e.seq, e.verified) for e in await store.list_events(battle_id, after_seq=5, limit=3)] == [
+        (6, False),
+        (7, True),
+        (8, True),
+    ]
+    listed = next(b for b in await store.list_battles(include_events=True) if b.battle_id == battle_id)
+    assert [e.verified for e in listed.events] == [e.verified for e in battle.events]
+
+
+async def test_concurrent_posts_of_one_key_with_and_without_the_token_store_one_of_each(store: BattleStore) -> None:
+    battle_id, _, _ = await _running(store)
+    outcomes = await asyncio.gather(
+        *(
+            store.append_event(battle_id, {"n": n}, event_id="k", presented_token="tok" if n % 2 else None)
+            for n in range(20)
+        ),
+        return_exceptions=True,
+    )
+    stored = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert sorted(record.verified for record in stored) == [False, True]
+    assert all(isinstance(o, DuplicateEvent) for o in outcomes if isinstance(o, BaseException))
+    for outcome in outcomes:
+        if isinstance(outcome, DuplicateEvent):
+            assert outcome.record.verified == (outcome.record.payload["n"] % 2 == 1)
+
+
+async def test_backend_and_imported_events_are_verified_a_wrong_token_stores_nothing(store: BattleStore) -> None:
+    battle_id, _, _ = await _running(store)
+    trusted = await store.append_event(battle_id, {"imported": True}, trusted=True, event_id="i")
+    system = await store.add_system_event(battle_id, system_event("note"))
+    assert trusted.verified and system is not None and system.verified
+    with pytest.raises(TokenRejected):
+        await store.append_event(battle_id, {"n": 1}, presented_token="wrong", event_id="w")
+    events = await store.list_events(battle_id)
+    assert [e.verified for e in events] == [True, True, True, True]
+
+
+async def test_postgres_a_squat_on_one_replica_does_not_block_the_token_holder_on_another(postgres_url: str) -> None:
+    async with open_replicas(postgres_url, 2) as (first, second):
+        battle_id, _, _ = await _running(first)
+        for n in range(1, 6):
+            await first.append_event(battle_id, {"forged": n}, event_id=f"k-{n}")
+        real = await asyncio.gather(
+            *(second.append_event(battle_id, {"real": n}, presented_token="tok", event_id=f"k-{n}") for n in (1, 2))
+        )
+        assert all(record.verified for record in real)
+        await second.append_event(
+            battle_id,
+            {"is_result": True},
+            finish=FinishSpec("draw", {}, "t"),
+            presented_token="tok",
+            enforce_token=True,
+            event_id="k-3",
+        )
+        battle = await first.get_battle(battle_id)
+        assert battle is not None and battle.state is BattleState.FINISHED
+        assert [e.verified for e in battle.events].count(False) == 5
+        assert [e.verified for e in battle.events].count(True) == 2 + 3
+
+
+async def test_sqlite_a_version_3_database_is_migrated_to_two_key_spaces(tmp_path: Path) -> None:
+    """Events stored before the migration keep counting as the battle's (verified); their keys stay in the verified
+    space, so a token holder's retry is still a duplicate and a tokenless post of the same key is not."""
+    path = tmp_path / "v3.sqlite3"
+    conn = sqlite3.connect(path)
+    for _number, script in MIGRATIONS[:3]:
+        conn.executescript(script)
+    conn.executescript(
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);"
+        "INSERT INTO schema_version VALUES (3);"
+        "INSERT INTO battles (battle_id, green_agent_id, opponents, config, state, created_at, last_seq, battle_token)"
+        " VALUES ('old', 'g', '[]', '{}', 'running', 't', 1, 'tok');"
+        """INSERT INTO battle_events (battle_id, seq, payload, received_at, event_id)"""
+        """ VALUES ('old', 1, '{"a":1}', 't', 'k');"""
+    )
+    conn.close()
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        with pytest.raises(DuplicateEvent):
+            await store.append_event("old", {"again": 1}, presented_token="tok", event_id="k")
+        forged = await store.append_event("old", {"forged": 1}, event_id="k")
+        assert forged.seq == 2 and not forged.verified
+        assert [(e.payload, e.verified) for e in await store.list_events("old")] == [
+            ({"a": 1}, True),
+            ({"forged": 1}, False),
+        ]
+    finally:
+        await store.close()
+    with contextlib.closing(sqlite3.connect(path)) as check:
+        assert check.execute("SELECT MAX(version) FROM schema_version").fetchone() == (LATEST_VERSION,)
+
+
+async def test_postgres_a_revision_3_database_is_migrated_to_two_key_spaces(postgres_url: str) -> None:
+    def at_revision_3() -> None:
+        config = alembic_config()
+        engine = create_engine(sqlalchemy_url(postgres_url))
+        try:
+            with engine.begin() as conn:
+                config.attributes["connection"] = conn
+                command.upgrade(config, "v0003")
+        finally:
+            engine.dispose()
+
+    await asyncio.to_thread(at_revision_3)
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        await conn.execute(
+            "INSERT INTO battles (battle_id, green_agent_id, opponents, config, state, created_at, last_seq,"
+            " battle_token) VALUES ('old', 'g', '[]', '{}', 'running', 't', 1, 'tok')"
+        )
+        await conn.execute(
+            "INSERT INTO battle_events (battle_id, seq, payload, received_at, event_id)"
+            " VALUES ('old', 1, '{\"a\":1}', 't', 'k')"
+        )
+    async with open_replicas(postgres_url, 1) as (store,):
+        with pytest.raises(DuplicateEvent):
+            await store.append_event("old", {"again": 1}, presented_token="tok", event_id="k")
+        forged = await store.append_event("old", {"forged": 1}, event_id="k")
+        assert forged.seq == 2 and not forged.verified
+        assert [(e.payload, e.verified) for e in await store.list_events("old")] == [
+            ({"a": 1}, True),
+            ({"forged": 1}, False),
+        ]

@@ -24,7 +24,7 @@ async def test_without_protection_events_need_no_token(arena: Arena) -> None:
     green, white = await arena.pair()
     battle_id = await arena.battle(green, ("white_agent", white))
     await arena.started(green, battle_id)
-    assert (await arena.post(battle_id, progress("no token"))).status_code == 204
+    assert (await arena.post(battle_id, progress("no token"), headers={})).status_code == 204
 
 
 async def test_protection_requires_the_right_token(db_path: Path) -> None:
@@ -32,7 +32,7 @@ async def test_protection_requires_the_right_token(db_path: Path) -> None:
         green, white = await arena.pair()
         battle_id = await arena.battle(green, ("white_agent", white))
         token = (await arena.started(green, battle_id))["battle_token"]
-        missing = await arena.post(battle_id, progress("no token"))
+        missing = await arena.post(battle_id, progress("no token"), headers={})
         assert missing.status_code == 401
         assert "X-Battle-Token" in missing.json()["detail"]
         assert missing.headers["www-authenticate"] == "Bearer"

@@ -26,6 +26,7 @@ from launcher.cli.backend_api import BackendApi, BackendError
 from launcher.cli.backend_run import BackendRunOptions, _follow
 from launcher.cli.run_command import BattleDisplay, RunOptions
 from tests.support.backend_process import restartable_backend
+from tests.support.event_keys import stored_event_keys
 
 REPO = Path(__file__).resolve().parents[2]
 OUTAGE_S = 30.0
@@ -234,7 +235,7 @@ async def test_arena_run_backend_rides_out_a_30_s_outage_and_every_event_arrives
     assert [(e["detail"]["type"], e["detail"]["timestamp"]) for e in posted[:-1]] == [
         (e["type"], e["timestamp"]) for e in emitted
     ]
-    keys = [e["event_id"].rsplit(":", 2) for e in posted]  # <battle id>:<reporter nonce>:<seq>
+    keys = [key.rsplit(":", 2) for key in stored_event_keys(backend.db, battle_id)]  # <battle id>:<nonce>:<seq>
     assert {(prefix, nonce) for prefix, nonce, _ in keys} == {(battle_id, keys[0][1])}  # one reporter
     assert [int(seq) for _, _, seq in keys] == list(range(1, len(emitted) + 2))
     assert [e["is_result"] for e in battle["interact_history"]].count(True) == 1 and posted[-1]["is_result"]

@@ -6,8 +6,9 @@ dataset-evaluation scorers (tool-call matching, Fair-Forge and FinAgent scores) 
 
 - Per task: :func:`pass_at_k`, :func:`pass_hat_k` (unbiased, ``None`` when n < k) and the seed's order-dependent
   :func:`first_k_all_pass`, :func:`longest_success_streak`, :func:`has_success_streak`.
-- Across tasks: :func:`summarize_trials` (macro means with coverage, SE, bootstrap CI; micro rate with Wilson CI),
-  :func:`compare_trials` (paired differences, paired bootstrap CI, exact sign / McNemar test).
+- Across tasks: :func:`summarize_trials` (macro means with coverage, SE, betting CI; micro rate, task-clustered CI),
+  :func:`compare_trials` (paired differences, sign-flip test intervals, MDE, exact sign / McNemar test),
+  :func:`decide` (one metric, one paired sign-flip test: the verdict or a gate), :func:`paired_sign_flip_test`.
 - Intervals: :func:`wilson_interval`, :func:`bootstrap_mean_interval`, :func:`standard_error`; betting intervals
   and time-uniform confidence sequences for bounded means: :func:`betting_interval`, :func:`betting_bounds`,
   :func:`betting_confidence_sequence`.
@@ -20,9 +21,18 @@ from green_agent.statistics.betting import (
     betting_bounds,
     betting_confidence_sequence,
     betting_interval,
+    clopper_pearson_bounds,
 )
-from green_agent.statistics.compare import PairedStat, TrialsComparison, compare_trials
+from green_agent.statistics.compare import (
+    Decision,
+    PairedStat,
+    TrialsComparison,
+    compare_trials,
+    decide,
+    paired_differences,
+)
 from green_agent.statistics.intervals import Interval, bootstrap_mean_interval, standard_error, wilson_interval
+from green_agent.statistics.paired_test import PairedTest, minimum_detectable_difference, paired_sign_flip_test
 from green_agent.statistics.passk import pass_at_k, pass_hat_k
 from green_agent.statistics.streaks import first_k_all_pass, has_success_streak, longest_success_streak
 from green_agent.statistics.summary import MacroStat, MicroStat, TaskStat, TrialsSummary, summarize_trials
@@ -31,10 +41,12 @@ from green_agent.statistics.verdict import Verdict, VerdictLabel, VerdictThresho
 __all__ = [
     "BettingInterval",
     "ConfidenceSequence",
+    "Decision",
     "Interval",
     "MacroStat",
     "MicroStat",
     "PairedStat",
+    "PairedTest",
     "TaskStat",
     "TrialsComparison",
     "TrialsSummary",
@@ -45,11 +57,16 @@ __all__ = [
     "betting_confidence_sequence",
     "betting_interval",
     "bootstrap_mean_interval",
+    "clopper_pearson_bounds",
     "compare_trials",
+    "decide",
     "first_k_all_pass",
     "has_success_streak",
     "interpret",
     "longest_success_streak",
+    "minimum_detectable_difference",
+    "paired_differences",
+    "paired_sign_flip_test",
     "pass_at_k",
     "pass_hat_k",
     "standard_error",

@@ -11,8 +11,23 @@ Trials: per task key (``domain/split/index``), outcomes by attempt number (infra
 Battles that did not complete (cancelled, interrupted, error) are compared on the attempts that finished, with a
 warning naming the status.
 
-Verdict (pass^1, the success rate): "A is better" when the paired bootstrap interval of A-B at ``--confidence``
-lies entirely above 0, "A is worse" when entirely below 0, otherwise "no significant difference" (not an exit code).
+Which is which: RUN_A is A, the candidate (e.g. the new version); RUN_B is B, the baseline (the old one, or the
+stored reference run). Every difference is A minus B: positive means the candidate is better.
+
+Decision: one primary metric chosen before looking (``--metric``, default ``pass^1``, the success rate; ``pass^k``
+is pass^j at the smaller k of the two runs), one paired sign-flip test on the per-task differences of that metric
+(green_agent.statistics.decide: exact over all 2^n sign patterns up to 20 tasks, seeded Monte Carlo above), and the
+interval printed is the set of differences that very test does not reject. Without ``--fail-if``: two-sided at
+1 - ``--confidence``: "A is better" / "A is worse" / "no significant difference". With ``--fail-if`` the gate's
+one-sided question decides, at the same level:
+
+- ``worse``: fails when A is shown worse than B (p <= 1 - confidence; the upper bound is below 0);
+- ``not-better``: fails unless A is shown better than B (the lower bound is above 0);
+- ``not-noninferior``: fails unless A is shown better than B minus ``--margin`` (the lower bound is above -M).
+
+Each gate errs at most 1 - confidence of the time at any number of tasks (with 5 tasks, a one-sided test at 5% can
+only decide when all 5 differ in the same direction; a two-sided one never can). Beside every difference: the
+minimum detectable difference at 80% power (MDE) for that many tasks.
 
 ``--json`` prints one object with these keys (always present, in this order):
 
@@ -21,16 +36,19 @@ lies entirely above 0, "A is worse" when entirely below 0, otherwise "no signifi
   ``domains``, ``k``, ``status``, ``error``, ``tasks``, ``counted_trials``, ``infrastructure_errors``;
 - ``comparison``: the :class:`~green_agent.statistics.compare.TrialsComparison` dump (``per_j``, ``success_rate``,
   ``only_in_a``, ``only_in_b``, ...);
-- ``verdict``: ``j`` (1), ``outcome`` (``better`` | ``worse`` | ``no_difference`` | ``undetermined``), ``text``,
-  ``rule``, ``confidence``, ``diff``, ``ci_low``, ``ci_high``;
+- ``verdict``: ``j``, ``outcome`` (``better`` | ``worse`` | ``no_difference`` | ``noninferior`` |
+  ``not_noninferior`` | ``undetermined``), ``text``, ``rule``, ``confidence``, ``diff``, ``ci_low``, ``ci_high``,
+  ``metric``, ``p_value``, ``mde``, ``mde_note``, ``tasks``, ``test``, ``alternative``, ``gate``, ``margin``,
+  ``gate_passed``;
 - ``flips``: ``better_in_a`` / ``better_in_b``: tasks whose counted success rate differs, each with ``task_key``,
   ``successes_a``, ``n_a``, ``successes_b``, ``n_b``, ``rate_diff`` (A-B), largest difference first;
 - ``unmatched``: ``only_in_a`` / ``only_in_b``: task keys one run has and the other has not;
 - ``warnings``: the warning lines (also printed on standard error);
 - ``cost``: cost and latency side by side, rows of ``label``, ``a``, ``b`` (display strings, "n/a" when unknown).
 
-Exit codes: 0 compared (whatever the verdict); 2 bad input (a source is not a run, unreadable, invalid, or the runs
-have no task in common), with the reason on standard error. Nothing is written to disk.
+Exit codes: 0 compared (whatever the verdict without ``--fail-if``; with it, the gate passed); 1 the gate failed;
+2 bad input (a source is not a run, unreadable, invalid, the runs have no task in common, or no task has enough
+attempts for the metric), with the reason on standard error. Nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -52,7 +70,7 @@ from green_agent.engine.battle_ids import BattleIdError, validate_battle_id
 from green_agent.engine.costs import compare_cost_rows
 from green_agent.engine.results import BattleResult
 from green_agent.engine.run_store import ATTEMPTS_FILE
-from green_agent.statistics import TrialsComparison, compare_trials
+from green_agent.statistics import Decision, TrialsComparison, compare_trials, decide
 from launcher.cli.compare_models import (
     CompareReport,
     CostRow,
@@ -61,13 +79,14 @@ from launcher.cli.compare_models import (
     TaskFlip,
     Unmatched,
     Verdict,
-    VerdictOutcome,
 )
 from launcher.cli.export_command import SUMMARY_FILE, ExportError, LoadedBattles, from_backend_record, load_battles
 
+EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
 BACKEND_TIMEOUT_S = 30.0
-FEW_TASKS = 10  # fewer paired tasks than this: the percentile bootstrap's interval is too narrow (warned)
+FEW_TASKS = 10  # fewer paired tasks than this: few sign patterns, wide intervals, large MDE (warned)
+Gate = Literal["worse", "not-better", "not-noninferior"]
 
 Trials = dict[str, list[bool | None]]
 
@@ -186,29 +205,43 @@ def level_text(confidence: float) -> str:
     return f"{round(confidence * 100, 6):g}%"
 
 
-def verdict_of(comparison: TrialsComparison) -> Verdict:
-    """pass^1: better / worse when the paired bootstrap interval of A-B excludes 0, else no significant difference."""
-    level = level_text(comparison.confidence)
-    rule = f"{level} paired bootstrap interval of A-B"
-    stat = comparison.success_rate
-    diff, low, high = (
-        (stat.pass_hat_diff, stat.pass_hat_diff_ci_low, stat.pass_hat_diff_ci_high) if stat else (None,) * 3
-    )
-    outcome: VerdictOutcome
-    if diff is None or low is None or high is None:
-        outcome = "undetermined"
-        text = f"no verdict: no {rule} (no paired task with counted trials on both sides, or --n-bootstrap 0)"
-    else:
-        interval = f"[{low:+.3f}, {high:+.3f}]"
-        if low > 0:
-            outcome, text = "better", f"A is better (pass^1 A-B = {diff:+.3f}; {rule} {interval} excludes 0)"
-        elif high < 0:
-            outcome, text = "worse", f"A is worse (pass^1 A-B = {diff:+.3f}; {rule} {interval} excludes 0)"
-        else:
-            outcome = "no_difference"
-            text = f"no significant difference at {level} (pass^1 A-B = {diff:+.3f}; {rule} {interval} includes 0)"
+def parse_metric(metric: str, k_max: int) -> tuple[str, int]:
+    """``pass^1`` -> ("pass^", 1); ``pass^k`` -> ("pass^", k_max); likewise ``pass@j``. CompareError otherwise."""
+    text = metric.strip().lower().replace("pass_hat", "pass^").replace("pass_at", "pass@")
+    if len(text) < 6 or text[:5] not in ("pass^", "pass@"):
+        raise CompareError(f"--metric: expected pass^J, pass^k, pass@J or pass@k (e.g. pass^1), got {metric!r}")
+    kind, tail = text[:5], text[5:]
+    if tail == "k":
+        if k_max < 1:
+            raise CompareError(f"--metric {metric}: no paired task has a counted attempt on both sides")
+        return kind, k_max
+    if not tail.isdigit() or int(tail) < 1:
+        raise CompareError(f"--metric: expected pass^J with J a whole number >= 1 (or k), got {metric!r}")
+    return kind, int(tail)
+
+
+def verdict_of(decision: Decision) -> Verdict:
+    """The report's verdict from the one decision (``green_agent.statistics.decide``)."""
+    test = decision.test
     return Verdict(
-        outcome=outcome, text=text, rule=rule, confidence=comparison.confidence, diff=diff, ci_low=low, ci_high=high
+        j=decision.j,
+        outcome=decision.outcome,
+        text=decision.text,
+        rule=decision.rule,
+        confidence=test.confidence,
+        diff=test.diff,
+        ci_low=test.ci_low if test.tasks else None,
+        ci_high=test.ci_high if test.tasks else None,
+        metric=decision.metric,
+        p_value=test.p_value,
+        mde=test.mde,
+        mde_note=test.mde_note,
+        tasks=test.tasks,
+        test=test.method,
+        alternative=test.alternative,
+        gate=decision.gate,
+        margin=decision.margin,
+        gate_passed=decision.gate_passed,
     )
 
 
@@ -261,7 +294,10 @@ def _warnings(a: RunHeader, b: RunHeader, comparison: TrialsComparison, uncounte
         )
     paired = comparison.success_rate.tasks_paired if comparison.success_rate else 0
     if 0 < paired < FEW_TASKS:
-        warnings.append(f"only {paired} paired task(s): a bootstrap interval over so few tasks is too narrow to trust")
+        warnings.append(
+            f"only {paired} paired task(s): intervals are valid but wide and only large differences can be detected "
+            "(see the MDE; `arena plan` says how many tasks a question needs)"
+        )
     return warnings
 
 
@@ -273,8 +309,12 @@ def build_report(
     n_bootstrap: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
+    metric: str = "pass^1",
+    fail_if: Gate | None = None,
+    margin: float = 0.0,
 ) -> CompareReport:
-    """Compare A (candidate) with B (baseline); :class:`CompareError` when they have no task in common or an
+    """Compare A (candidate) with B (baseline) and decide on ``metric`` (the gate ``fail_if`` when given);
+    :class:`CompareError` when they have no task in common, no task has enough attempts for the metric, or an
     argument is out of range."""
     trials_a, trials_b = trials_of(result_a), trials_of(result_b)
     a = run_header(result_a, "candidate", sources[0])
@@ -287,8 +327,14 @@ def build_report(
         )
     try:
         comparison = compare_trials(trials_a, trials_b, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence)
+        kind, j = parse_metric(metric, comparison.k_max)
+        decision = decide(
+            trials_a, trials_b, j=j, metric=kind, gate=fail_if, margin=margin, confidence=confidence, seed=seed
+        )
     except ValueError as error:
         raise CompareError(str(error)) from None
+    if decision.outcome == "undetermined":
+        raise CompareError(f"--metric {decision.metric}: {decision.text}")
     uncounted = sorted(
         (t for t in common if 0 in (_counted(trials_a[t])[1], _counted(trials_b[t])[1])), key=task_sort_key
     )
@@ -296,7 +342,7 @@ def build_report(
         a=a,
         b=b,
         comparison=comparison,
-        verdict=verdict_of(comparison),
+        verdict=verdict_of(decision),
         flips=task_flips(trials_a, trials_b),
         unmatched=Unmatched(
             only_in_a=sorted(comparison.only_in_a, key=task_sort_key),
@@ -345,20 +391,21 @@ def _per_j_table(comparison: TrialsComparison) -> Table:
     table = Table(
         title=f"pass^j over {comparison.tasks_in_both} paired task(s)",
         **_TABLE_STYLE,
-        caption=f"interval: {level} paired bootstrap ({comparison.n_bootstrap} resamples of whole tasks, seed "
-        f"{comparison.seed}); A>B, B>A, =: tasks whose pass^j is higher in A, in B, equal; p: exact two-sided sign "
-        "test over them (McNemar with one trial per task)",
+        caption=f"interval and p: two-sided paired sign-flip test of mean A-B at {level} (exact up to 20 tasks, "
+        f"else Monte Carlo, seed {comparison.seed}); MDE: smallest difference found 80% of the time with this many "
+        "tasks; A>B/B>A/=: tasks whose pass^j is higher in A, in B, equal. Only the verdict below decides.",
         caption_justify="left",
     )
-    for name in ("j", "tasks", "A", "B", "A-B", f"{level} interval", "A>B", "B>A", "=", "p"):
+    for name in ("j", "tasks", "A", "B", "A-B", f"{level} interval", "MDE", "p", "A>B/B>A/="):
         table.add_column(name, justify="right", no_wrap=True)
     for stat in comparison.per_j:
         low, high = stat.pass_hat_diff_ci_low, stat.pass_hat_diff_ci_high
         means = (_num(stat.pass_hat_a), _num(stat.pass_hat_b), _num(stat.pass_hat_diff, signed=True))
         interval = "-" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
-        tasks = (str(n) for n in (stat.a_better, stat.b_better, stat.ties))
-        p_value = "-" if stat.sign_test_p_value is None else f"{stat.sign_test_p_value:.2g}"
-        table.add_row(str(stat.j), str(stat.tasks_paired), *means, interval, *tasks, p_value)
+        mde = "n/a" if stat.pass_hat_mde is None else f"{stat.pass_hat_mde:.3f}"
+        p_value = "-" if stat.pass_hat_p_value is None else f"{stat.pass_hat_p_value:.2g}"
+        counts = f"{stat.a_better}/{stat.b_better}/{stat.ties}"
+        table.add_row(str(stat.j), str(stat.tasks_paired), *means, interval, mde, p_value, counts)
     return table
 
 
@@ -380,7 +427,10 @@ def render_text(report: CompareReport, console: Console) -> None:
     console.print()
     console.print(_per_j_table(report.comparison))
     console.print()
-    console.print(f"[bold]verdict (pass^1):[/] {escape(report.verdict.text)}", soft_wrap=True)
+    verdict = report.verdict
+    mde = f"{verdict.mde:.3f}" if verdict.mde is not None else f"n/a ({verdict.mde_note})"
+    console.print(f"[bold]verdict ({escape(verdict.metric)}):[/] {escape(verdict.text)}", soft_wrap=True)
+    console.print(f"  test: {escape(verdict.rule)}; MDE at 80% power: {escape(mde)}", soft_wrap=True)
     console.print()
     flips = report.flips
     if not flips.better_in_a and not flips.better_in_b:
@@ -406,34 +456,63 @@ _RUN_A_HELP = "A, the candidate (e.g. the new version): run directory, its summa
 _RUN_B_HELP = "B, the baseline (e.g. the old version): same forms as RUN_A"
 _BACKEND_HELP = "read RUN_A and RUN_B as battle ids on this backend (GET URL/battles/{id})"
 _JSON_HELP = "one JSON object instead of tables (keys: schema, a, b, comparison, verdict, flips, unmatched, warnings)"
+_METRIC_HELP = "the one metric that decides, chosen before looking: pass^1 (success rate), pass^J, pass^k, pass@J"
+_FAIL_IF_HELP = (
+    "gate: exit 1 when A (the candidate) is shown worse than B (worse), is not shown better (not-better), or is "
+    "not shown better than B minus --margin (not-noninferior); one-sided test at 1 - --confidence"
+)
 
 
 def compare_command(
     run_a: Annotated[str, typer.Argument(metavar="RUN_A", help=_RUN_A_HELP, show_default=False)],
     run_b: Annotated[str, typer.Argument(metavar="RUN_B", help=_RUN_B_HELP, show_default=False)],
     n_bootstrap: Annotated[
-        int, typer.Option("--n-bootstrap", min=0, max=100_000, help="bootstrap resamples (of whole tasks)")
+        int,
+        typer.Option(
+            "--n-bootstrap", min=0, max=100_000, hidden=True, help="kept for old scripts: 0 hides the per-j intervals"
+        ),
     ] = 2000,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="seed of the bootstrap (same seed, same numbers)")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed", min=0, help="seed of the Monte Carlo sign patterns above 20 tasks (same seed, same numbers)"
+        ),
+    ] = 0,
     confidence: Annotated[
         float, typer.Option("--confidence", help="level of the intervals and of the verdict, in (0, 1)")
     ] = 0.95,
     backend: Annotated[str | None, typer.Option("--backend", metavar="URL", help=_BACKEND_HELP)] = None,
     json_output: Annotated[bool, typer.Option("--json", help=_JSON_HELP)] = False,
+    metric: Annotated[str, typer.Option("--metric", help=_METRIC_HELP)] = "pass^1",
+    fail_if: Annotated[Gate | None, typer.Option("--fail-if", help=_FAIL_IF_HELP)] = None,
+    margin: Annotated[
+        float, typer.Option("--margin", min=0.0, max=1.0, help="non-inferiority margin M for --fail-if not-noninferior")
+    ] = 0.0,
 ) -> None:
-    """Compare two battles paired by task: A (RUN_A, the candidate) minus B (RUN_B, the baseline).
+    """Compare two battles paired by task: A (RUN_A, the candidate, e.g. the new version) minus B (RUN_B, the
+    baseline, e.g. the stored reference run). Positive differences: the candidate is better.
 
-    Per j: pass^j of A and B, A-B with its paired bootstrap interval, and the exact sign test (McNemar with one
-    trial per task). Lists the tasks whose success rate differs and the tasks only one run has.
+    Per j: pass^j of A and B, A-B with the interval of a paired sign-flip test, its p-value and the minimum
+    detectable difference (MDE, 80% power). Lists the tasks whose success rate differs and the tasks only one run
+    has.
 
-    Verdict on pass^1: "A is better" / "A is worse" when the paired bootstrap interval of A-B at --confidence
-    excludes 0, otherwise "no significant difference". Exit 0 whatever the verdict; 2 for bad input.
+    Verdict on --metric (default pass^1) by one paired sign-flip test: two-sided without --fail-if ("A is better" /
+    "A is worse" / "no significant difference"); with --fail-if worse | not-better | not-noninferior the gate's
+    one-sided test decides. Exit 0: compared (gate passed); 1: the gate failed; 2: bad input.
     """
     try:
         result_a = read_run(run_a, backend)
         result_b = read_run(run_b, backend)
         report = build_report(
-            result_a, result_b, sources=(run_a, run_b), n_bootstrap=n_bootstrap, seed=seed, confidence=confidence
+            result_a,
+            result_b,
+            sources=(run_a, run_b),
+            n_bootstrap=n_bootstrap,
+            seed=seed,
+            confidence=confidence,
+            metric=metric,
+            fail_if=fail_if,
+            margin=margin,
         )
     except CompareError as error:
         typer.echo(f"error: {error}", err=True)
@@ -442,5 +521,7 @@ def compare_command(
         for warning in report.warnings:
             typer.echo(f"warning: {warning}", err=True)
         typer.echo(render_json(report), nl=False)
-        return
-    render_text(report, Console())
+    else:
+        render_text(report, Console())
+    if report.verdict.gate_passed is False:
+        raise typer.Exit(EXIT_GATE_FAILED)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from green_agent.statistics import TrialsComparison
 
 COMPARE_SCHEMA_ID = "arena.compare/1"
-VerdictOutcome = Literal["better", "worse", "no_difference", "undetermined"]
+VerdictOutcome = Literal["better", "worse", "no_difference", "noninferior", "not_noninferior", "undetermined"]
 
 
 class _Frozen(BaseModel):
@@ -55,7 +55,11 @@ class Unmatched(_Frozen):
 
 
 class Verdict(_Frozen):
-    """The pass^1 verdict and the rule it follows (so nobody has to guess what "better" meant)."""
+    """The verdict on the primary metric and the rule it follows (so nobody has to guess what "better" meant).
+
+    The rule is one paired sign-flip test (green_agent.statistics.decide): two-sided without a gate, one-sided with
+    ``--fail-if``; ``ci_low`` / ``ci_high`` are the differences that test does not reject (an open end is +-1),
+    ``p_value`` its p-value and ``mde`` the minimum detectable difference at 80% power beside the difference."""
 
     j: int = 1
     outcome: VerdictOutcome
@@ -65,6 +69,18 @@ class Verdict(_Frozen):
     diff: float | None
     ci_low: float | None
     ci_high: float | None
+    metric: str = "pass^1"
+    p_value: float | None = None
+    mde: float | None = None
+    mde_note: str = ""
+    tasks: int = 0
+    test: str = ""
+    """``sign_flip_exact`` or ``sign_flip_monte_carlo``."""
+    alternative: Literal["two-sided", "greater", "less"] = "two-sided"
+    gate: Literal["worse", "not-better", "not-noninferior"] | None = None
+    margin: float = 0.0
+    gate_passed: bool | None = None
+    """``None`` without ``--fail-if``; False makes ``arena compare`` exit 1."""
 
 
 class CostRow(_Frozen):

@@ -33,6 +33,13 @@ PUBLIC = {
     "betting_bounds",
     "betting_confidence_sequence",
     "betting_interval",
+    "clopper_pearson_bounds",
+    "Decision",
+    "decide",
+    "paired_differences",
+    "PairedTest",
+    "paired_sign_flip_test",
+    "minimum_detectable_difference",
     # labels
     "interpret",
     "Verdict",

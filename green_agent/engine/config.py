@@ -26,6 +26,34 @@ OPERATOR_ONLY_USER_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "model"
 """User-simulator fields only the operator sets (flags, environment, local scenario): a remote request naming an
 endpoint or an environment variable could make the green agent send one of its secrets to anyone."""
 
+OPERATOR_CAPPED_USER_FIELDS: tuple[str, ...] = ("max_retries", "max_user_turns", "request_timeout_s")
+"""User-simulator fields that spend the operator's money or time (LLM calls per attempt, how long one may take): a
+remote config may lower them, never raise them above the operator's value."""
+OPERATOR_CAPPED_FIELDS: tuple[str, ...] = ("max_reply_bytes",)
+"""Battle fields that size what the green agent holds per attempt: a remote config may lower them, never raise them
+above the operator's value."""
+
+MAX_TURN_TIMEOUT_S = 1800.0
+"""Longest ``turn_timeout_s``: one white-agent turn (30 min)."""
+MAX_ATTEMPT_TIMEOUT_S = 14_400.0
+"""Longest ``attempt_timeout_s``: one attempt (4 h)."""
+MAX_TOOL_TIMEOUT_S = 120.0
+"""Longest ``tool_timeout_s``: one tool call."""
+MAX_USER_REQUEST_TIMEOUT_S = 600.0
+"""Longest ``user_simulator.request_timeout_s``: one request to the LLM user's endpoint."""
+MAX_NUM_TASKS = 10_000
+"""Most tasks ``num_tasks`` may ask for (the largest split, telecom ``full``, has 2285)."""
+MAX_TASK_INDICES = 10_000
+"""Longest ``task_index`` list."""
+MAX_SEED = 2**63 - 1
+"""Largest seed (a seed is an integer a 64-bit store can hold)."""
+MAX_SPLIT_CHARS = 64
+"""Longest split name."""
+DEFAULT_MAX_ATTEMPTS_PER_BATTLE = 2000
+"""tasks x k a green agent accepts per battle unless its operator says otherwise (``arena-green --max-attempts``)."""
+DEFAULT_MAX_REMOTE_CONCURRENCY = 16
+"""Attempts in flight a remote config may ask for unless the operator says otherwise (``--max-concurrency``)."""
+
 RENAMED_FIELDS: dict[str, str] = {"task_id": "task_index", "num_battles": "num_tasks"}
 """Battle-config fields under their seed names (still accepted on input) -> the names they have now (and output)."""
 
@@ -50,9 +78,9 @@ class UserSimulatorConfig(StrictModel):
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
     max_retries: int = Field(default=4, ge=0, le=20)
-    request_timeout_s: float = Field(default=60.0, gt=0)
+    request_timeout_s: float = Field(default=60.0, gt=0, le=MAX_USER_REQUEST_TIMEOUT_S, allow_inf_nan=False)
     max_user_turns: int = Field(default=12, ge=1, le=200)
 
 
@@ -95,18 +123,18 @@ class BattleConfig(StrictModel):
     k: int = Field(default=4, le=MAX_K)
     domain: str | list[str] = "retail"
     task_index: int | list[int] = Field(default=0, validation_alias=AliasChoices("task_index", "task_id"))
-    num_tasks: int = Field(default=1, ge=1, validation_alias=AliasChoices("num_tasks", "num_battles"))
-    split: str = "test"
-    seed: int = Field(default=0, ge=0)
+    num_tasks: int = Field(default=1, ge=1, le=MAX_NUM_TASKS, validation_alias=AliasChoices("num_tasks", "num_battles"))
+    split: str = Field(default="test", max_length=MAX_SPLIT_CHARS)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     max_steps: int = Field(default=30, ge=1, le=1000)
-    turn_timeout_s: float = Field(default=120.0, gt=0)
-    attempt_timeout_s: float = Field(default=900.0, gt=0)
+    turn_timeout_s: float = Field(default=120.0, gt=0, le=MAX_TURN_TIMEOUT_S, allow_inf_nan=False)
+    attempt_timeout_s: float = Field(default=900.0, gt=0, le=MAX_ATTEMPT_TIMEOUT_S, allow_inf_nan=False)
     concurrency: int = Field(default=4, ge=1, le=256)
     calibration: bool = False
     tool_mode: Literal["text", "mcp"] = "text"
     """``text``: tools listed in the first message, called as <json> actions. ``mcp``: the attempt's tools are served
     on an MCP endpoint of its own (URL + bearer token in the first message); replies are ``respond`` actions."""
-    tool_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    tool_timeout_s: float = Field(default=5.0, gt=0, le=MAX_TOOL_TIMEOUT_S, allow_inf_nan=False)
     """Wall-clock bound of one tool call (tools run in a killable process of the attempt's own); a call that
     exceeds it ends the attempt as the agent's ``timeout``."""
     max_reply_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
@@ -162,6 +190,8 @@ class BattleConfig(StrictModel):
         indices = [task_index] if isinstance(task_index, int) else task_index
         if not indices:
             raise ValueError("task_index (task_id) must name at least one task index")
+        if len(indices) > MAX_TASK_INDICES:
+            raise ValueError(f"task_index (task_id) lists at most {MAX_TASK_INDICES} tasks (got {len(indices)})")
         if any(i < 0 for i in indices):
             raise ValueError("task_index (task_id) is a 0-based index and must be >= 0")
         return task_index
@@ -228,11 +258,18 @@ def parse_remote_battle_config(
 ) -> BattleConfig:
     """Validate a battle config that came over the network, on top of the operator's ``default``.
 
-    Remote configs may choose the battle (mode, tasks, k, limits, the user simulator's kind and temperature, the
-    price table the report prices tokens with) but not where the green agent connects or which of its environment
-    variables it reads: a remote value for any of
-    :data:`OPERATOR_ONLY_USER_FIELDS` is refused with an error naming the field. ``max_concurrency`` caps the
-    attempts in flight a remote party may ask for (each attempt holds a process of its own).
+    Remote configs may choose the battle (mode, tasks, k, time limits within their bounds, the user simulator's
+    temperature and seed, the price table the report prices tokens with) but nothing that spends the operator's
+    money or resources beyond what the operator chose, and not where the green agent connects or which of its
+    environment variables it reads. Refused, each with an error naming the field:
+
+    * any of :data:`OPERATOR_ONLY_USER_FIELDS` (endpoint, key variable, model);
+    * a ``user_simulator.kind`` other than the operator's (an LLM user spends the operator's key);
+    * a value above the operator's for :data:`OPERATOR_CAPPED_USER_FIELDS` (LLM calls per attempt and their
+      duration) and :data:`OPERATOR_CAPPED_FIELDS` (what is held per attempt);
+    * ``concurrency`` above ``max_concurrency`` (each attempt in flight holds a process of its own).
+
+    The number of attempts (tasks x k) is bounded by the green agent (``--max-attempts``) once the tasks are known.
     """
     if not isinstance(data, dict):
         raise ConfigError(f"config: expected a JSON object, got {type(data).__name__}")
@@ -259,7 +296,16 @@ def parse_remote_battle_config(
                     f"user_simulator.{name}: set by the green agent's operator (its flags, environment or scenario), "
                     "not by a remote request; remove the field"
                 )
+        if "kind" in user and user["kind"] != default.user_simulator.kind:
+            raise ConfigError(
+                f"user_simulator.kind: this green agent's operator runs the {default.user_simulator.kind!r} user "
+                f"simulator; a remote request cannot switch it to {str(user['kind'])[:40]!r} (remove the field)"
+            )
+        for name in OPERATOR_CAPPED_USER_FIELDS:
+            _refuse_above(f"user_simulator.{name}", user.get(name), getattr(default.user_simulator, name))
         flat["user_simulator"] = {**base["user_simulator"], **user}
+    for name in OPERATOR_CAPPED_FIELDS:
+        _refuse_above(name, flat.get(name), getattr(default, name))
     if (
         max_concurrency is not None
         and isinstance(flat.get("concurrency"), int)
@@ -269,6 +315,17 @@ def parse_remote_battle_config(
             f"concurrency: at most {max_concurrency} attempts in flight on this green agent (got {flat['concurrency']})"
         )
     return parse_battle_config({**base, **flat})
+
+
+def _refuse_above(field: str, value: object, limit: float) -> None:
+    """A remote value above the operator's ``limit`` for a field that spends the operator's money or resources."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > limit:
+        shown = str(value) if isinstance(value, float) or value.bit_length() <= 64 else "a larger number"
+        most = int(limit) if float(limit).is_integer() else limit
+        raise ConfigError(
+            f"{field}: at most {most} on this green agent (its operator's setting); a remote request may lower it, "
+            f"not raise it (got {shown})"
+        )
 
 
 def remote_config_dict(config: BattleConfig) -> dict[str, Any]:
@@ -314,10 +371,25 @@ def load_battle_config(path: str | Path) -> BattleConfig:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML file as a dict; :class:`ConfigError` naming the file when it is missing or not TOML."""
+    """A TOML file as a dict; :class:`ConfigError` naming the file when it is missing, unreadable, not UTF-8 or not
+    TOML."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such scenario file") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror or error})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text (line {line}, byte {error.start}: {raw[error.start : error.start + 1]!r}); "
+            "TOML files are UTF-8: save the file as UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None

@@ -112,7 +112,7 @@ async def test_llm_user_and_llm_agent_battle_scores_and_never_leaks_keys(
 async def test_llm_user_without_key_is_refused_before_start(runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ARENA_TEST_USER_KEY", raising=False)
     config = {"domain": "retail", "task_id": 9, "k": 2, "user_simulator": {"kind": "llm"}}
-    user = UserSimulatorConfig(kind="scripted", api_key_env="ARENA_TEST_USER_KEY")
+    user = UserSimulatorConfig(kind="llm", api_key_env="ARENA_TEST_USER_KEY")  # the operator chose the LLM user
     async with green_with_user(user, runs_dir) as green_url:
         outcome = await assess(green_url, "http://127.0.0.1:9", config)
     assert outcome.state == "failed"

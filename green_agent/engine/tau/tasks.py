@@ -30,13 +30,22 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError
+from green_agent.engine.config import DEFAULT_MAX_ATTEMPTS_PER_BATTLE, KNOWN_DOMAINS, BattleConfig, ConfigError
 from green_agent.engine.tau.quiet import quiet_tau2
 
 quiet_tau2()  # callers may import tau2 themselves after importing this module
 
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
+
+
+class TaskSelectionError(ConfigError):
+    """A battle config whose tasks cannot be selected; :attr:`field` names the config field at fault (the message
+    starts with it, as before)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class DomainInfo(BaseModel):
@@ -97,8 +106,63 @@ def _normalise_split(domain: str, split: str | None) -> str | None:
     known = _split_ids(domain)
     if split not in known:
         names = ", ".join(sorted(known)) or "(none: use no split)"
-        raise ConfigError(f"split {split!r} is unknown for {domain}; known splits: {names}")
+        raise TaskSelectionError("split", f"split {split!r} is unknown for {domain}; known splits: {names}")
     return split
+
+
+def _split_size(domain: str, split: str | None) -> int:
+    """How many tasks ``domain``/``split`` has, from the split file alone (the task file only for no split)."""
+    split = _normalise_split(domain, split)
+    return len(_split_ids(domain)[split]) if split else _all_task_count(domain)
+
+
+def _check_index(domain: str, split: str | None, index: int, size: int) -> None:
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < size:
+        where = f"{domain}/{split}" if split else domain
+        raise TaskSelectionError("task_index", f"task_index {index} is out of range for {where}: valid 0..{size - 1}")
+
+
+def check_task_selection(config: BattleConfig, *, max_attempts: int | None = DEFAULT_MAX_ATTEMPTS_PER_BATTLE) -> int:
+    """Every check :func:`select_tasks` makes, from the split sizes alone (no task is built, no agent needed): the
+    number of tasks the battle will run. ``max_attempts`` (tasks x k; None: no bound) is the green agent's limit.
+
+    Raises :class:`TaskSelectionError` naming the field: ``split`` (unknown for a domain), ``task_index`` (out of
+    range, listed twice), ``num_tasks`` (more than the pooled splits hold), and for too many attempts the field
+    that chose the tasks (``task_index``, ``num_tasks`` or, for mode ``all``, ``split``)."""
+    sizes = {domain: _split_size(domain, config.split) for domain in config.domains}
+    split = config.split or None
+    if config.mode == "manual":
+        _check_no_duplicates(config.task_indices)
+        domain = config.domains[0]
+        for index in config.task_indices:
+            _check_index(domain, split, index, sizes[domain])
+        count, field = len(config.task_indices), "task_index"
+    elif config.mode == "random":
+        pool = sum(sizes.values())
+        if config.num_tasks > pool:
+            available = " + ".join(f"{d}/{config.split} ({n})" for d, n in sizes.items())
+            raise TaskSelectionError(
+                "num_tasks",
+                f"num_tasks {config.num_tasks} is more than the {pool} distinct tasks available in {available}",
+            )
+        count, field = config.num_tasks, "num_tasks"
+    else:
+        count, field = sum(sizes.values()), "split"
+    if max_attempts is not None and count * config.k > max_attempts:
+        raise TaskSelectionError(
+            field,
+            f"{count} tasks x k={config.k} = {count * config.k} attempts exceed the green agent's limit of "
+            f"{max_attempts} per battle (arena-green --max-attempts)",
+        )
+    return count
+
+
+def _check_no_duplicates(indices: list[int]) -> None:
+    seen: set[int] = set()
+    for index in indices:
+        if index in seen:
+            raise TaskSelectionError("task_index", f"task_index lists task {index} more than once")
+        seen.add(index)
 
 
 @cache
@@ -124,9 +188,7 @@ def resolve_task(domain: str, split: str | None, index: int) -> TaskRef:
     """The task at 0-based ``index`` of ``domain``/``split``; :class:`ConfigError` with the valid range otherwise."""
     tasks = load_tasks(domain, split)
     split = _normalise_split(domain, split)
-    where = f"{domain}/{split}" if split else domain
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(tasks):
-        raise ConfigError(f"task_index {index} is out of range for {where}: valid 0..{len(tasks) - 1}")
+    _check_index(domain, split, index, len(tasks))
     task = tasks[index]
     return TaskRef(domain=domain, split=split, index=index, task_id=task.id, task=task)
 
@@ -151,11 +213,7 @@ def select_tasks(config: BattleConfig) -> list[TaskRef]:
     """
     if config.mode == "manual":
         indices = config.task_indices
-        seen: set[int] = set()
-        for index in indices:
-            if index in seen:
-                raise ConfigError(f"task_index lists task {index} more than once")
-            seen.add(index)
+        _check_no_duplicates(indices)
         domain = config.domains[0]
         return [resolve_task(domain, config.split, index) for index in indices]
     pools = {domain: _all_refs(domain, config.split) for domain in config.domains}
@@ -164,7 +222,8 @@ def select_tasks(config: BattleConfig) -> list[TaskRef]:
     pool = [ref for refs in pools.values() for ref in refs]
     if config.num_tasks > len(pool):
         available = " + ".join(f"{d}/{config.split} ({len(refs)})" for d, refs in pools.items())
-        raise ConfigError(
-            f"num_tasks {config.num_tasks} is more than the {len(pool)} distinct tasks available in {available}"
+        raise TaskSelectionError(
+            "num_tasks",
+            f"num_tasks {config.num_tasks} is more than the {len(pool)} distinct tasks available in {available}",
         )
     return random.Random(config.seed).sample(pool, config.num_tasks)

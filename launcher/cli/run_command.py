@@ -536,10 +536,12 @@ async def conclude_run(
     options: RunOptions,
     elapsed_s: float | None,
     extra_lines: Sequence[str] = (),
+    battle_url: str | None = None,
 ) -> None:
     """After a completed battle: read its summary.json, judge the gates, set the exit code and print the verdict
     (``-q``: one line; ``--json``: nothing, the caller prints ``report.verdict``). ``extra_lines`` (e.g. the
-    battle page) go just before the verdict's last lines."""
+    backend's winner) go just before the verdict's last lines; ``battle_url`` (the battle's page) is part of the
+    verdict, also in ``-q`` and ``--json``."""
     try:
         summary = await asyncio.to_thread(load_summary, summary_path.parent)
     except (OSError, ValueError) as error:
@@ -548,7 +550,7 @@ async def conclude_run(
         report.exit_code, report.error = EXIT_HARNESS_ERROR, message
         return
     report.summary_path = summary_path
-    verdict = verdict_from_summary(summary, gates, summary_path.parent, duration_s=elapsed_s)
+    verdict = verdict_from_summary(summary, gates, summary_path.parent, duration_s=elapsed_s, battle_url=battle_url)
     report.verdict = verdict
     report.exit_code = verdict.exit_code
     report.error = verdict.error

@@ -287,6 +287,8 @@ class RunVerdict(BaseModel):
     run_dir: str | None = None
     summary_json: str | None = None
     summary_md: str | None = None
+    battle_url: str | None = None
+    """The battle's page (``--backend`` runs)."""
     duration_s: float | None = None
 
     def to_json(self) -> str:
@@ -322,7 +324,12 @@ def _metric_order(figure: Figure) -> tuple[int, int]:
 
 
 def verdict_from_summary(
-    summary: Mapping[str, Any], gates: Sequence[GateSpec], run_dir: Path, *, duration_s: float | None = None
+    summary: Mapping[str, Any],
+    gates: Sequence[GateSpec],
+    run_dir: Path,
+    *,
+    duration_s: float | None = None,
+    battle_url: str | None = None,
 ) -> RunVerdict:
     """The verdict of a battle whose summary.json is ``summary``: exit 5 when nothing was measured (every attempt
     an infrastructure error, or none ran), else 1 when a gate failed, else 0."""
@@ -385,6 +392,7 @@ def verdict_from_summary(
         run_dir=str(run_dir),
         summary_json=str(run_dir / "summary.json"),
         summary_md=str(run_dir / "summary.md"),
+        battle_url=battle_url,
         duration_s=duration_s,
     )
 
@@ -490,6 +498,8 @@ def verdict_lines(verdict: RunVerdict) -> list[str]:
         lines.append(f"infrastructure errors: {infra} (excluded from n; not the agent's fault)")
     lines += [_gate_line(g) for g in verdict.gates]
     lines.append(_headline(verdict))
+    if verdict.battle_url:
+        lines.append(f"battle: {verdict.battle_url}")
     lines.append(f"details per task and attempt: {verdict.summary_md}")
     seconds = f"  ({verdict.duration_s:.1f} s)" if verdict.duration_s is not None else ""
     lines.append(f"summary: {verdict.summary_json}{seconds}")
@@ -511,5 +521,7 @@ def one_line(verdict: RunVerdict) -> str:
     if verdict.gates:
         parts.append("gate failed: " + ", ".join(g.metric for g in failed) if failed else "gates passed")
     parts.append(f"exit {verdict.exit_code}")
+    if verdict.battle_url:
+        parts.append(f"battle: {verdict.battle_url}")
     parts.append(str(verdict.summary_json))
     return "; ".join(parts)

@@ -244,7 +244,7 @@ def test_judge_battle_maps_backend_outcomes_to_exit_codes() -> None:
         code, message = judge_battle(_battle("finished", result))
         assert code == EXIT_HARNESS_ERROR and "timed out" in str(message)
     # The green agent's reason code decides; the text is for humans (and is what the terminal shows).
-    for reason, code in (("config_invalid", 2), ("request_invalid", 2), ("harness_error", 1), (None, 1)):
+    for reason, code in (("config_invalid", 2), ("request_invalid", 2), ("harness_error", 3), (None, 3)):
         detail = {"error": "k must be even", **({"reason": reason} if reason else {})}
         ended = {"is_result": True, "message": "battle could not start: k must be even", "winner": "draw"}
         verdict = judge_battle(_battle("finished", {"winner": "draw", "detail": detail}, [{**ended, "detail": detail}]))

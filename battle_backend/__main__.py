@@ -51,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="PostgreSQL: connections this replica holds at most (default 10, plus one for LISTEN)",
     )
     parser.add_argument(
+        "--db-wait",
+        type=float,
+        default=5.0,
+        help="PostgreSQL: seconds a request waits for a database connection before it is answered 503 with "
+        "Retry-After (default 5; 0.5 while the database is known to be down)",
+    )
+    parser.add_argument(
         "--replica-lease",
         type=float,
         default=15.0,
@@ -175,6 +182,7 @@ def settings_from_args(args: argparse.Namespace) -> BackendSettings:
         db_url=db_url,
         db_pool_size=args.db_pool_size,
         replica_lease_s=args.replica_lease,
+        db_wait_s=args.db_wait,
         sqlite_synchronous=args.sqlite_synchronous.upper(),
         public_url=args.public_url,
         max_concurrent_battles=args.max_concurrent_battles,

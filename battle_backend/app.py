@@ -36,7 +36,7 @@ from battle_backend.scheduler import BattleScheduler
 from battle_backend.security import SecurityHeadersMiddleware
 from battle_backend.service import BattleService
 from battle_backend.settings import BackendSettings
-from battle_backend.store import BattleStore, StoreNotice
+from battle_backend.store import BattleStore, StoreNotice, StoreUnavailable, WriteFailed
 from battle_backend.store_factory import make_store
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,15 @@ logger = logging.getLogger(__name__)
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    """503 with Retry-After for a database that cannot be reached (reads) or could not commit (writes that reach
+    no route-level handling): nothing was stored, a retry is safe."""
+    assert isinstance(exc, StoreUnavailable | WriteFailed)
+    logger.warning("%s %s: %s", request.method, request.url.path, exc)
+    detail = "the battle store is unavailable right now (database unreachable); nothing was changed, retry shortly"
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -158,6 +167,11 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
             Middleware(SecurityHeadersMiddleware),
             Middleware(BodyLimitMiddleware, cap=body_cap(settings)),
         ],
-        exception_handlers={ApiError: _api_error, HTTPException: _http_error},
+        exception_handlers={
+            ApiError: _api_error,
+            HTTPException: _http_error,
+            StoreUnavailable: _store_unavailable,
+            WriteFailed: _store_unavailable,
+        },
         lifespan=lifespan,
     )

@@ -64,6 +64,7 @@ from battle_backend.store import (
     BattleNotFound,
     NoticeHandler,
     StartOutcome,
+    StoreUnavailable,
     WriteFailed,
 )
 from battle_backend.stored_json import dumps
@@ -98,6 +99,10 @@ Conn = psycopg.AsyncConnection[dict[str, Any]]
 RETRIED_ERRORS = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 """Failures of a transaction that say nothing about the write itself: it is run again from the start."""
 TRANSACTION_ATTEMPTS = 4
+OUTAGE_WAIT_S = 0.5
+"""How long a request waits for a pooled connection while the database is known to be down (the last request found
+no connection, or the LISTEN connection is lost): long enough for a database that is back, short enough that a
+request during an outage is answered 503 at once instead of after the pool's full wait."""
 INLINE_DECODE_CHARS = 64 * 1024
 """Rows whose JSON text is smaller than this in all are decoded on the event loop; larger ones in a worker thread."""
 BATTLE_ROW = (
@@ -144,6 +149,7 @@ class PostgresStore:
         replica_name: str = "",
         connect_timeout_s: float = 30.0,
         lease_s: float = 15.0,
+        wait_s: float = 5.0,
     ) -> None:
         if not is_postgres_url(url):
             raise ValueError("a PostgreSQL store needs a postgresql:// URL")
@@ -162,6 +168,9 @@ class PostgresStore:
         self._replica_name = replica_name
         self._connect_timeout_s = connect_timeout_s
         self._lease_s = lease_s
+        self._wait_s = wait_s
+        self._unreachable = False
+        """Set when a request found no connection (or lost it), cleared by the next one that got through."""
         self._heartbeat_conn: psycopg.AsyncConnection[Any] | None = None
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             self._conninfo,
@@ -258,10 +267,25 @@ class PostgresStore:
         """Other replicas' changes go to ``handler`` (on the event loop)."""
         self._listener.handler = handler
 
+    @property
+    def unreachable(self) -> bool:
+        """Whether the database looks down right now (then requests wait only ``OUTAGE_WAIT_S`` for a connection)."""
+        return self._unreachable or not self._listener.listening
+
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[Conn]:
-        async with self._pool.connection() as conn:
-            yield conn
+        """A pooled connection, waited for at most ``wait_s`` (``OUTAGE_WAIT_S`` while the database looks down):
+        the pool's own 30 s would hold every request of an outage that long. A connection-level failure marks the
+        database down; a transaction that got through marks it up again."""
+        timeout = OUTAGE_WAIT_S if self.unreachable else self._wait_s
+        try:
+            async with self._pool.connection(timeout=timeout) as conn:
+                yield conn
+        except psycopg.OperationalError as exc:  # PoolTimeout included; a deadlock says nothing about the server
+            if not isinstance(exc, RETRIED_ERRORS):
+                self._unreachable = True
+            raise
+        self._unreachable = False
 
     async def _write(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
         """Run ``fn`` in one transaction (retried from the start on a deadlock or serialization failure); returns
@@ -281,10 +305,14 @@ class PostgresStore:
         raise AssertionError("unreachable")
 
     async def _read(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run ``fn`` in one read-only transaction (a consistent snapshot: REPEATABLE READ)."""
-        async with self._connection() as conn, conn.transaction():
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            return await fn(conn)
+        """Run ``fn`` in one read-only transaction (a consistent snapshot: REPEATABLE READ). A database that cannot
+        be reached (no connection within the wait, a connection lost) raises StoreUnavailable (503)."""
+        try:
+            async with self._connection() as conn, conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                return await fn(conn)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"the database cannot be reached: {type(exc).__name__}: {exc}") from exc
 
     @staticmethod
     async def _rows(conn: Conn, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict[str, Any]]:

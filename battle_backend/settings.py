@@ -26,6 +26,9 @@ class BackendSettings(BaseModel):
     may share it. The password is best left out of the URL (libpq reads ``PGPASSWORD``); it is never logged."""
     db_pool_size: int = Field(default=10, ge=1, le=200)
     """PostgreSQL: connections this replica may hold at most (plus one for LISTEN)."""
+    db_wait_s: float = Field(default=5.0, gt=0, le=120.0)
+    """PostgreSQL: how long a request waits for a pooled connection before it is answered 503 with Retry-After
+    (0.5 s while the database is known to be down). The pool's own default, 30 s, held every request of an outage."""
     replica_lease_s: float = Field(default=15.0, ge=1.0, le=3600.0)
     """PostgreSQL: a replica renews its lease every third of this; when it has not for this long (it died, or lost
     the database), another replica takes over its running battles (re-arms their timeouts; a battle it was still

@@ -83,6 +83,11 @@ class WriteFailed(StoreError):
     idempotency key keeps a retry from being stored twice)."""
 
 
+class StoreUnavailable(StoreError):
+    """The database cannot be reached right now (a read found no connection within the store's wait, or lost it):
+    nothing was read. Answered 503 with ``Retry-After``; the caller may retry."""
+
+
 class AgentDeleteOutcome(StrEnum):
     """What ``delete_agent`` did."""
 

@@ -41,5 +41,6 @@ def make_store(settings: BackendSettings) -> BattleStore:
             pool_min=min(4, settings.db_pool_size),
             pool_max=settings.db_pool_size,
             lease_s=settings.replica_lease_s,
+            wait_s=settings.db_wait_s,
         )
     return SQLiteStore(settings.db_path, synchronous=settings.sqlite_synchronous)

@@ -27,7 +27,7 @@ import io
 import os
 import stat
 from pathlib import Path, PurePath, PurePosixPath
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, Literal
 
 __all__ = [
     "MAX_ATTEMPTS_FILE_BYTES",
@@ -64,8 +64,16 @@ _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
+RefusalReason = Literal["outside", "not_regular", "too_large"]
+
+
 class RunFileRefused(OSError):
-    """A run-directory file that is not read: outside the directory, not a regular file, or too large."""
+    """A run-directory file that is not read: outside the directory, not a regular file, or too large
+    (:attr:`reason`); the message names the file and why."""
+
+    def __init__(self, message: str, reason: RefusalReason) -> None:
+        super().__init__(message)
+        self.reason: RefusalReason = reason
 
 
 def _kind(mode: int) -> str:
@@ -84,9 +92,9 @@ def _kind(mode: int) -> str:
 
 def _check(st: os.stat_result, shown: str, max_bytes: int) -> None:
     if not stat.S_ISREG(st.st_mode):
-        raise RunFileRefused(f"{shown}: {_kind(st.st_mode)}, not a regular file: not read")
+        raise RunFileRefused(f"{shown}: {_kind(st.st_mode)}, not a regular file: not read", "not_regular")
     if st.st_size > max_bytes:
-        raise RunFileRefused(f"{shown}: {st.st_size} bytes, over the limit of {max_bytes}: not read")
+        raise RunFileRefused(f"{shown}: {st.st_size} bytes, over the limit of {max_bytes}: not read", "too_large")
 
 
 def _relative_parts(relative: str | PurePath) -> tuple[str, ...]:
@@ -94,7 +102,7 @@ def _relative_parts(relative: str | PurePath) -> tuple[str, ...]:
     pure = PurePosixPath(text)
     parts = tuple(part for part in pure.parts if part not in ("", "."))
     if pure.is_absolute() or ".." in parts or not parts or "\x00" in text:
-        raise RunFileRefused(f"{text!r}: leads outside the run directory: not read")
+        raise RunFileRefused(f"{text!r}: leads outside the run directory: not read", "outside")
     return parts
 
 
@@ -117,7 +125,7 @@ class _BoundedRaw(io.RawIOBase):
             return 0
         data = os.read(self._fd, want)
         if len(data) > self._left:
-            raise RunFileRefused(f"{self._shown}: grew past the limit of {self._limit} bytes while read")
+            raise RunFileRefused(f"{self._shown}: grew past the limit of {self._limit} bytes while read", "too_large")
         self._left -= len(data)
         view[: len(data)] = data
         return len(data)
@@ -151,7 +159,7 @@ def open_run_file(run_dir: Path, relative: str | PurePath, *, max_bytes: int) ->
     root = os.path.realpath(run_dir)
     target = os.path.realpath(os.path.join(root, *parts))
     if os.path.commonpath([root, target]) != root or target == root:
-        raise RunFileRefused(f"{shown}: leads outside the run directory (to {target}): not read")
+        raise RunFileRefused(f"{shown}: leads outside the run directory: not read", "outside")
     inside = os.path.relpath(target, root).split(os.sep)
     dir_fd = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)  # the run directory itself may be reached by a symlink
     try:
@@ -160,7 +168,7 @@ def open_run_file(run_dir: Path, relative: str | PurePath, *, max_bytes: int) ->
                 next_fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
             except OSError as error:
                 if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise RunFileRefused(f"{shown}: {name} is not a directory inside the run") from None
+                    raise RunFileRefused(f"{shown}: {name} is not a directory inside the run", "outside") from None
                 raise
             os.close(dir_fd)
             dir_fd = next_fd
@@ -169,7 +177,7 @@ def open_run_file(run_dir: Path, relative: str | PurePath, *, max_bytes: int) ->
             fd = os.open(inside[-1], _FILE_FLAGS, dir_fd=dir_fd)
         except OSError as error:
             if error.errno == errno.ELOOP:  # swapped for a symlink since the check
-                raise RunFileRefused(f"{shown}: a symbolic link, not a regular file: not read") from None
+                raise RunFileRefused(f"{shown}: a symbolic link, not a regular file: not read", "not_regular") from None
             raise
     finally:
         os.close(dir_fd)

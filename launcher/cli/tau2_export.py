@@ -135,11 +135,11 @@ def _read_trajectory_file(run_dir: Path, relative: str, limit: int) -> bytes:
     return read_run_file(run_dir, PurePosixPath(relative.replace("\\", "/")), max_bytes=limit)
 
 
-def _refusal(message: str, max_bytes: int) -> str:
+def _refusal(error: RunFileRefused, max_bytes: int) -> str:
     """A refused trajectory as a problem (grouped by cause in the warnings, so the cause must not name the file)."""
-    if "outside the run directory" in message:
+    if error.reason == "outside":
         return "trajectory path outside the run directory"
-    if "over the limit" in message or "grew past" in message:
+    if error.reason == "too_large":
         return f"trajectory file over {max_bytes // (1024 * 1024)} MiB, not read"
     return "trajectory file not a regular file, not read"
 
@@ -162,7 +162,7 @@ def read_messages(
         problems.add("trajectory file missing", label)
         return []
     except RunFileRefused as error:
-        problems.add(_refusal(str(error), max_bytes), label)
+        problems.add(_refusal(error, max_bytes), label)
         return []
     except OSError:
         problems.add("trajectory file unreadable", label)

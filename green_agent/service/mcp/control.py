@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Annotated, Any
@@ -41,6 +40,7 @@ from green_agent.engine.events import BattleEvent
 from green_agent.engine.results import BattleResult
 from green_agent.engine.tau.gold_gaps import gold_gap
 from green_agent.engine.tau.tasks import list_domains, load_tasks, select_tasks
+from green_agent.run_files import RunFileRefused, read_run_file
 from green_agent.service.mcp.models import (
     AttemptRow,
     BattleResults,
@@ -227,21 +227,20 @@ def _read_summary(runs_dir: Path, battle_id: str, name: str) -> BattleResult:
     where = f"{name}: the {SUMMARY_FILE} of battle {battle_id}"
     try:
         run_dir = run_dir_for(runs_dir, battle_id)
-        descriptor = os.open(run_dir / SUMMARY_FILE, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+        data = read_run_file(run_dir, SUMMARY_FILE, max_bytes=MAX_SUMMARY_BYTES)  # green_agent.run_files
     except BattleIdError as error:
         raise ToolError(f"{name}: {error}") from None
     except FileNotFoundError:
         if run_dir.is_dir():
             raise ToolError(f"{name}: battle {battle_id} has no {SUMMARY_FILE} (it never finished)") from None
         raise ToolError(f"{name}: no battle {battle_id!r} on this green agent") from None
+    except RunFileRefused as error:
+        if error.reason == "outside":
+            raise ToolError(f"{where} cannot be read (it leads outside its run directory)") from None
+        limit = MAX_SUMMARY_BYTES >> 20
+        raise ToolError(f"{where} is not a regular file of at most {limit} MB (see `arena compare`)") from None
     except OSError as error:
         raise ToolError(f"{where} cannot be read ({error.strerror})") from None
-    with os.fdopen(descriptor, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        fits = stat.S_ISREG(info.st_mode) and info.st_size <= MAX_SUMMARY_BYTES
-        data = handle.read(MAX_SUMMARY_BYTES + 1) if fits else b""
-    if not fits or len(data) > MAX_SUMMARY_BYTES:
-        raise ToolError(f"{where} is not a regular file of at most {MAX_SUMMARY_BYTES >> 20} MB (see `arena compare`)")
     try:
         return BattleResult.model_validate_json(data)
     except ValidationError as error:

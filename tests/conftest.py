@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,16 @@ from tests.support.postgres import PG_LIB, PostgresServer, find_postgres_bin
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+if os.environ.get("ARENA_LOOP", "").strip().lower() == "uvloop":
+    # CI's second run (.ci/run): in-process async tests run on uvloop too (green agents started as processes read
+    # the same variable). Defined only then: by default pytest-asyncio's own loop is used, unchanged.
+
+    def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
+        import uvloop
+
+        return {"uvloop": uvloop.new_event_loop}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -196,3 +196,10 @@ def test_a_close_from_another_task_during_a_call_ends_the_call_and_unregisters_f
             child.close()
 
     run_on(factory, main())
+
+
+async def test_in_process_async_tests_run_on_the_loop_arena_loop_names() -> None:
+    """CI's second run (ARENA_LOOP=uvloop, .ci/run) must really run the sandbox and battle tests on uvloop."""
+    wanted = os.environ.get("ARENA_LOOP", "").strip().lower()
+    running = type(asyncio.get_running_loop()).__module__.split(".")[0]
+    assert running == ("uvloop" if wanted == "uvloop" else "asyncio"), running

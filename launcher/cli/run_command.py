@@ -420,8 +420,7 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
     report = RunReport(EXIT_HARNESS_ERROR, battle_id=prepared.battle_id)
     plan = prepared.resume
     if plan is not None and plan.action == "finished":
-        if not options.quiet:
-            say(console, f"battle {plan.battle_id} already finished ({plan.done} attempts); nothing to resume")
+        say(console, f"battle {plan.battle_id} already finished ({plan.done} attempts); nothing to resume")
         await conclude_run(console, report, plan.run_dir / "summary.json", prepared.gates, options, None)
         return report
     unreachable = await check_agent_under_test(scenario)

@@ -1,5 +1,5 @@
-"""What ``arena run`` shows while a battle runs: a rich progress bar fed by the battle's events, plain lines, and
-the summary at the end.
+"""What ``arena run`` shows while a battle runs: a rich progress bar fed by the battle's events and plain lines (the
+verdict it ends with is :mod:`launcher.cli.run_verdict`'s).
 
 Why its own module: both run modes (direct, and through a backend) show the same display, and the line printer
 ``say`` is how every message of the CLI reaches the terminal without markup interpretation or hard wrapping.
@@ -66,7 +66,8 @@ class SummaryMarkdown(Markdown):
 
 
 def print_summary(console: Console, markdown: str | None) -> None:
-    """The battle's markdown summary, rendered once (both run modes end with this; the raw text is never echoed)."""
+    """A battle's markdown summary, rendered (never the raw text). ``arena run`` no longer ends with it: it ends
+    with the verdict (:mod:`launcher.cli.run_verdict`); the markdown is summary.md."""
     if markdown:
         console.print(SummaryMarkdown(markdown))
 
@@ -115,8 +116,8 @@ class AttemptEtaColumn(ProgressColumn):
 
 class BattleDisplay:
     """Live progress: a rich bar (attempts done / total, successes, failures, infrastructure errors, ETA) plus log
-    lines. The battle's summary is not printed here: the caller prints it once, rendered (:func:`print_summary`);
-    ``finished_markdown`` keeps the ``battle_finished`` text for a caller whose result lacks it."""
+    lines. The battle's summary is not printed here: the caller ends with the verdict read from summary.json
+    (:mod:`launcher.cli.run_verdict`); ``finished_markdown`` keeps the ``battle_finished`` text for callers."""
 
     def __init__(self, console: Console, *, quiet: bool, clock: Callable[[], float] | None = None) -> None:
         self.console = console

@@ -36,7 +36,7 @@ from green_agent.engine.config import ConfigError, remote_config_dict
 from green_agent.engine.run_store import RUN_FILE, summary_status
 from green_agent.service.operator_auth import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
-from launcher.cli.battle_display import BattleDisplay, print_summary, say
+from launcher.cli.battle_display import BattleDisplay, say
 from launcher.cli.resume import ResumePlan, plan_resume, refuse_existing, write_scenario_record
 from launcher.cli.run_verdict import (
     EXIT_AGENT_UNREACHABLE,
@@ -515,7 +515,11 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
             say(console, str(outcome.error), label="the green agent refused the battle:")
             report.exit_code = EXIT_CONFIG_ERROR
         else:
-            print_summary(console, display.finished_markdown)  # a cancelled battle still sent its partial summary
+            # A cancelled battle still wrote its partial summary: pointed to, not printed (verdict first, detail in
+            # the file).
+            partial = prepared.run_dir / "summary.md"
+            if await asyncio.to_thread(partial.is_file):
+                say(console, f"partial summary: {partial}")
             say(console, str(outcome.error), label=f"the battle did not complete ({outcome.state}):")
             say(console, f"logs: {prepared.log_dir}")
             report.exit_code = EXIT_HARNESS_ERROR

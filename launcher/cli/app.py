@@ -1,7 +1,7 @@
 """The ``arena`` command line (typer + rich).
 
 Commands:
-  arena run SCENARIO.toml     start the agents, run the battle with live progress, print the summary
+  arena run SCENARIO.toml     start the agents, run the battle with live progress, end with the verdict
                               (--backend local|URL: through an AgentBeats-compatible backend, watchable in a browser)
   arena backend ...           the AgentBeats-compatible battle backend with its live web page
   arena launcher ... -- CMD   an AgentBeats launcher server for one agent command
@@ -105,7 +105,7 @@ def run(
     with_launchers: Annotated[
         bool, typer.Option("--with-launchers", help="start each agent behind an AgentBeats launcher server")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live progress, only the summary")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live progress; the verdict as one line")] = False,
     backend: Annotated[
         str | None,
         typer.Option(

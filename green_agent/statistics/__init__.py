@@ -32,7 +32,12 @@ from green_agent.statistics.compare import (
     paired_differences,
 )
 from green_agent.statistics.intervals import Interval, bootstrap_mean_interval, standard_error, wilson_interval
-from green_agent.statistics.paired_test import PairedTest, minimum_detectable_difference, paired_sign_flip_test
+from green_agent.statistics.paired_test import (
+    PairedTest,
+    minimum_detectable_difference,
+    paired_sign_flip_test,
+    sign_flip_p_values,
+)
 from green_agent.statistics.passk import pass_at_k, pass_hat_k
 from green_agent.statistics.streaks import first_k_all_pass, has_success_streak, longest_success_streak
 from green_agent.statistics.summary import MacroStat, MicroStat, TaskStat, TrialsSummary, summarize_trials
@@ -69,6 +74,7 @@ __all__ = [
     "paired_sign_flip_test",
     "pass_at_k",
     "pass_hat_k",
+    "sign_flip_p_values",
     "standard_error",
     "summarize_trials",
     "wilson_interval",

@@ -13,7 +13,7 @@ variance estimate (1/4 + sum (x_i - mu_i)^2) / (i + 1) around the running mean (
 the null mean m both K+ and K- are nonnegative martingales with expectation 1, so their mixture 1/2 K+ + 1/2 K- is
 too, and by Ville's inequality P(exists t: 1/2 K+_t(m) >= 1/a or 1/2 K-_t(m) >= 1/a) <= a. The set of m where
 neither capital reached 1/a is therefore a (1 - a) confidence set. K+ is non-increasing in m and K- non-decreasing,
-so the set is an interval, found by bisection (to 1e-7, rounded outward: never narrower than the exact set).
+so the set is an interval, found by bisection (to 1e-6, rounded outward: never narrower than the exact set).
 
 - Fixed sample (:func:`betting_interval`, :func:`betting_bounds`): tasks have no order, so the capital is averaged
   over several seeded random orders of the sample. An average of e-values is an e-value, hence the rule stays valid
@@ -53,8 +53,8 @@ _TRUNCATION = 0.5
 """c in l+(m) = min(l, c / m): every factor stays >= 1 - c = 1/2, so the capital never jumps to zero."""
 _TUNING_ALPHA = 0.05
 """a0 of the bet size (fixed, so intervals are nested across confidence levels)."""
-_BISECTION_STEPS = 24
-"""2^-24 ~ 6e-8 of the search range; the reported bound is the outer end of the last bracket."""
+_BISECTION_STEPS = 20
+"""2^-20 ~ 1e-6 of the search range; the reported bound is the outer end of the last bracket."""
 _MAX_CELLS = 2_000_000
 """Float cells per evaluation chunk (rows x permutations x n), to bound memory (~16 MB per array)."""
 

@@ -75,32 +75,89 @@ class PairedTest(BaseModel):
     """Why the MDE is what it is (or why there is none)."""
 
 
+def _random_masks(n: int, seed: int, flips: int) -> np.ndarray:
+    """The B - 1 seeded random flip sets (rows, True = flipped) of the Monte Carlo test; the identity is extra."""
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _MAX_CELLS // n)
+    parts: list[np.ndarray] = []
+    remaining = flips - 1
+    while remaining > 0:
+        size = min(chunk, remaining)
+        parts.append(rng.random((size, n)) < 0.5)
+        remaining -= size
+    return np.vstack(parts) if parts else np.zeros((0, n), dtype=bool)
+
+
+def _exact_sums(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sums and sizes of all 2^n subsets of the last axis of ``d`` (leading axes kept)."""
+    sums = np.zeros((*d.shape[:-1], 1))
+    sizes = np.zeros(1, dtype=np.int64)
+    for i in range(d.shape[-1]):
+        sums = np.concatenate([sums, sums + d[..., i : i + 1]], axis=-1)
+        sizes = np.concatenate([sizes, sizes + 1])
+    return sums, sizes
+
+
 def _subset_means(d: np.ndarray, seed: int, flips: int) -> tuple[np.ndarray, int, int, str]:
     """(r_S over non-empty subsets, number of empty subsets, B, method)."""
     n = d.size
     if n <= EXACT_MAX_TASKS:
-        sums = np.zeros(1)
-        sizes = np.zeros(1, dtype=np.int64)
-        for value in d:
-            sums = np.concatenate([sums, sums + value])
-            sizes = np.concatenate([sizes, sizes + 1])
+        sums, sizes = _exact_sums(d)
         nonempty = sizes > 0
         return sums[nonempty] / sizes[nonempty], 1, sums.size, "sign_flip_exact"
-    rng = np.random.default_rng(seed)
-    means: list[np.ndarray] = []
-    empty = 1  # the identity (no flip)
-    chunk = max(1, _MAX_CELLS // n)
-    remaining = flips - 1
-    while remaining > 0:
-        size = min(chunk, remaining)
-        mask = rng.random((size, n)) < 0.5
-        counts = mask.sum(axis=1)
-        sums = mask.astype(np.float64) @ d
-        empty += int(np.sum(counts == 0))
-        keep = counts > 0
-        means.append(sums[keep] / counts[keep])
-        remaining -= size
-    return (np.concatenate(means) if means else np.empty(0)), empty, flips, "sign_flip_monte_carlo"
+    masks = _random_masks(n, seed, flips)
+    counts = masks.sum(axis=1)
+    sums = masks.astype(np.float64) @ d
+    keep = counts > 0
+    empty = 1 + int(np.sum(~keep))  # the identity (no flip) and any empty random set
+    return sums[keep] / counts[keep], empty, flips, "sign_flip_monte_carlo"
+
+
+def sign_flip_p_values(
+    diffs: np.ndarray | Sequence[Sequence[float]],
+    *,
+    null: float = 0.0,
+    seed: int = 0,
+    flips: int = MONTE_CARLO_FLIPS,
+) -> np.ndarray:
+    """One-sided p-values of the sign-flip test for many samples at once: shape (rows, 2) = (p_greater, p_less).
+
+    Row i gives exactly what :func:`paired_sign_flip_test` gives for ``diffs[i]`` with the same ``null``, ``seed``
+    and ``flips`` (the same sign patterns; a two-sided p-value is min(1, 2 min(p_greater, p_less))); for
+    simulations of the decision's error rates and power.
+    """
+    null = require_real("null", null, low=-1.0, high=1.0)
+    seed = require_int("seed", seed, minimum=0)
+    flips = require_int("flips", flips, minimum=100)
+    d = np.asarray(diffs, dtype=np.float64)
+    if d.ndim != 2 or d.shape[1] == 0:
+        raise ValueError(f"diffs must be two-dimensional (samples x tasks, at least one task), got shape {d.shape}")
+    if not np.all(np.isfinite(d)) or d.min() < -1.0 or d.max() > 1.0:
+        raise ValueError("diffs must be finite numbers in [-1, 1]")
+    rows, n = d.shape
+    out = np.empty((rows, 2))
+    if n <= EXACT_MAX_TASKS:
+        sizes = _exact_sums(np.zeros(n))[1]
+        nonempty = sizes > 0
+        chunk = max(1, _MAX_CELLS // (2**n))
+        for start in range(0, rows, chunk):
+            sums = _exact_sums(d[start : start + chunk])[0][:, nonempty]
+            means = sums / sizes[nonempty]
+            out[start : start + chunk, 0] = (1 + np.sum(means <= null + _TIE, axis=1)) / 2**n
+            out[start : start + chunk, 1] = (1 + np.sum(means >= null - _TIE, axis=1)) / 2**n
+        return out
+    masks = _random_masks(n, seed, flips)
+    counts = masks.sum(axis=1)
+    keep = counts > 0
+    empty = 1 + int(np.sum(~keep))
+    weights = masks[keep].astype(np.float64).T
+    sizes_kept = counts[keep]
+    chunk = max(1, _MAX_CELLS // max(1, int(keep.sum())))
+    for start in range(0, rows, chunk):
+        means = (d[start : start + chunk] @ weights) / sizes_kept
+        out[start : start + chunk, 0] = (empty + np.sum(means <= null + _TIE, axis=1)) / flips
+        out[start : start + chunk, 1] = (empty + np.sum(means >= null - _TIE, axis=1)) / flips
+    return out
 
 
 def _quantile_bound(sorted_means: np.ndarray, empty: int, total: int, alpha: float) -> float | None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from green_agent.statistics import decide, paired_sign_flip_test
+from green_agent.statistics import decide, paired_sign_flip_test, sign_flip_p_values
 from launcher.cli.app import app
 from tests.cli.test_compare_command import Outcomes, make_result, tasks, write_run
 
@@ -179,3 +179,15 @@ def test_offline_demo_against_a_calibration_of_its_tasks(tmp_path: Path) -> None
     better = compare(directories["calibration"], directories["demo"])
     assert better.returncode == 0, better.stdout[-2000:] + better.stderr[-2000:]
     assert json.loads(better.stdout)["verdict"]["gate_passed"] is True
+
+
+@pytest.mark.parametrize("tasks", [7, 25])
+def test_batch_p_values_are_the_single_tests_p_values(tasks: int) -> None:
+    rng = np.random.default_rng(tasks)
+    d = np.clip(rng.normal(0.05, 0.3, size=(12, tasks)), -1, 1)
+    batch = sign_flip_p_values(d, seed=3, flips=3000)
+    for row, (p_greater, p_less) in zip(d, batch, strict=True):
+        assert paired_sign_flip_test(row, alternative="greater", seed=3, flips=3000).p_value == p_greater
+        assert paired_sign_flip_test(row, alternative="less", seed=3, flips=3000).p_value == p_less
+        two = paired_sign_flip_test(row, seed=3, flips=3000).p_value
+        assert two == min(1.0, 2 * min(p_greater, p_less))

@@ -39,6 +39,7 @@ PUBLIC = {
     "paired_differences",
     "PairedTest",
     "paired_sign_flip_test",
+    "sign_flip_p_values",
     "minimum_detectable_difference",
     # labels
     "interpret",

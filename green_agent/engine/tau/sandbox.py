@@ -18,7 +18,7 @@ before it is done waits for it.
 What crosses the boundary: plain dicts over a ``multiprocessing`` pipe. The parent sends ``{"op": "call", "call":
 ToolCall JSON}``; the child answers ``{"ok": ToolMessage JSON}`` (tau2's ``get_response`` semantics, output
 verbatim) or ``{"resource": "MemoryError"}`` when the call exhausted the child's memory or recursion limit. The parent
-reads and writes its end through the event loop on a non-blocking socket of its own (:class:`_Channel`): teardown
+reads and writes its end through the event loop on a non-blocking descriptor of its own (:class:`_Channel`): teardown
 unregisters the descriptor before closing it, so it never touches a number the kernel has since given to another
 socket, and the loop's choice of blocking mode (uvloop switches descriptors it watches) does not matter.
 
@@ -36,7 +36,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
-import socket
 import struct
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
@@ -277,25 +276,24 @@ class AnswerTooLarge(Exception):
 
 class _Channel:
     """The parent's end of a sandbox's pipe: ``multiprocessing.connection``'s framing (a 4-byte big-endian length,
-    or -1 and an 8-byte length, then the pickle), spoken over a non-blocking socket that only this object reads and
-    writes, through the running loop's reader/writer callbacks.
+    or -1 and an 8-byte length, then the pickle), spoken over a non-blocking descriptor that only this object reads
+    and writes, through the running loop's reader/writer callbacks.
 
     Two rules keep teardown from touching any other descriptor, under the default loop and under uvloop alike:
     every reader and writer registered for the descriptor is removed when :meth:`exchange` ends, however it ends
-    (answer, timeout, cancellation, EOF), before any code that could close it runs; and :meth:`close` refuses to
-    close a descriptor that is still registered. After close the number is never used again (not even to
-    unregister it), so whatever the kernel hands that number to next is not ours to touch. The socket's blocking
+    (answer, timeout, cancellation, EOF), before any code that could close it runs; and :meth:`close` called during an
+    exchange (from another task) only ends it: the exchange closes the descriptor after unregistering it. After close the number is never used again (not even to
+    unregister it), so whatever the kernel hands that number to next is not ours to touch. The descriptor's blocking
     mode is ours too (non-blocking from the start): a loop that switches it (uvloop does) changes nothing, and no
     read ever blocks the loop waiting for the rest of a message.
     """
 
     def __init__(self, connection: multiprocessing.connection.Connection) -> None:
-        # A socket of our own on a duplicate of the pipe's descriptor; the Connection (and its number) is closed at
-        # once, so exactly one object owns exactly one descriptor from here on.
-        self._sock = socket.socket(fileno=os.dup(connection.fileno()))
+        # A duplicate of the pipe's descriptor, ours alone; the Connection (and its number) is closed at once, so
+        # exactly one object owns exactly one descriptor from here on.
+        self._fd = os.dup(connection.fileno())
         connection.close()
-        self._sock.setblocking(False)
-        self._fd = self._sock.fileno()
+        os.set_blocking(self._fd, False)
         self._inbox = bytearray()
         self._registered = False
         self._pending: asyncio.Future[bytes] | None = None
@@ -325,7 +323,7 @@ class _Channel:
             nonlocal sent, writing
             while sent < len(outgoing):
                 try:
-                    sent += self._sock.send(outgoing[sent : sent + _CHUNK])
+                    sent += os.write(self._fd, outgoing[sent : sent + _CHUNK])
                 except (BlockingIOError, InterruptedError):
                     if not writing:
                         loop.add_writer(self._fd, flush)
@@ -341,7 +339,7 @@ class _Channel:
         def receive() -> None:
             while not done.done():
                 try:
-                    chunk = self._sock.recv(_CHUNK)
+                    chunk = os.read(self._fd, _CHUNK)
                 except (BlockingIOError, InterruptedError):
                     return
                 except OSError as error:
@@ -390,7 +388,13 @@ class _Channel:
     def _close_now(self) -> None:
         self._closed = True
         with contextlib.suppress(OSError):
-            self._sock.close()
+            os.close(self._fd)
+
+    def __del__(self) -> None:
+        # Dropped without close (as a multiprocessing Connection closes itself): never registered at this point,
+        # since a registered reader or writer holds a reference to this object.
+        if not self._closed and not self._registered:
+            self._close_now()
 
 
 _CHUNK = 256 * 1024

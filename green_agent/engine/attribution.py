@@ -28,7 +28,10 @@ Rules for a scored attempt (:func:`classify_scored`):
    -> ``task_incomplete`` naming the failed assertions (details bounded to :data:`MAX_DETAIL_CHARS`). No failed
    check in the basis -> ``unknown_failure``. A breakdown without a reward basis (written before it was recorded)
    is read as before: every check counts, and the details give the counts only.
-3. tau2's evaluator failing is a ``harness_error`` / harness (:func:`scoring_failed`).
+3. tau2's evaluator failing is a ``harness_error`` / harness (:func:`scoring_failed`), except when what failed was an
+   environment assertion run on the state the conversation left (e.g. a check of a record the agent never created,
+   as when it does nothing): that is the agent's doing, scored 0 as tau2's runner scores it and explained here as
+   ``task_incomplete`` / white_agent naming tau2's error and the assertion (the scoring worker marks such verdicts).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 from green_agent.engine.config import BattleConfig
 from green_agent.engine.results import Failure, FailureCategory, FaultAuthor, RewardBreakdown, TerminationReason
 from green_agent.engine.tau.sandbox import ToolFault
+from green_agent.engine.tau.scoring import PROVOKED_ERROR_KEY
 from green_agent.engine.tau.users.base import UserSimulatorError
 from green_agent.engine.turn_protocol import ActionParseError
 from green_agent.engine.white_client import (
@@ -233,6 +237,14 @@ def _named(counts: str, label: str, names: list[str]) -> str:
     return detail if len(detail) <= MAX_DETAIL_CHARS else detail[: MAX_DETAIL_CHARS - 3] + "..."
 
 
+def _provoked_evaluator_error(raw: Mapping[str, Any]) -> str | None:
+    """tau2's error when the verdict is one the scoring worker made because an environment assertion raised on the
+    state the attempt left (green_agent/engine/tau/scoring.py, ``_provoked_verdict``), else None."""
+    info = raw.get("info")
+    error = info.get(PROVOKED_ERROR_KEY) if isinstance(info, Mapping) else None
+    return str(error)[:MAX_DETAIL_CHARS] if error else None
+
+
 def _short(met: int, total: int) -> bool:
     """Some of ``total`` checks (at least one) not met."""
     return total > 0 and met < total
@@ -242,6 +254,17 @@ def classify_scored(breakdown: RewardBreakdown) -> Failure | None:
     """Explain a scored attempt: ``None`` for a success, else the failure the breakdown shows (rule 2 above)."""
     if is_success(breakdown.reward):
         return None
+    provoked = _provoked_evaluator_error(breakdown.raw)
+    if provoked is not None:
+        return Failure(
+            category=FailureCategory.TASK_INCOMPLETE,
+            fault_author=FaultAuthor.WHITE_AGENT,
+            detail=_named(
+                f"tau2's evaluator could not check the state the conversation left ({provoked}); scored 0",
+                "raised",
+                _failed_assertions(breakdown.raw),
+            ),
+        )
     basis = set(breakdown.reward_basis)
     named = bool(basis)  # no basis: a record from before it was kept, explained exactly as it was then
 

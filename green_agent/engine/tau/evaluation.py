@@ -45,7 +45,7 @@ from tau2.data_model.simulation import (  # noqa: E402  (after quiet_tau2)
     SimulationRun,
     TerminationReason,
 )
-from tau2.data_model.tasks import RewardType, Task  # noqa: E402
+from tau2.data_model.tasks import EnvAssertion, RewardType, Task  # noqa: E402
 from tau2.evaluator.evaluator_action import ActionEvaluator  # noqa: E402
 from tau2.evaluator.evaluator_communicate import CommunicateEvaluator  # noqa: E402
 
@@ -168,7 +168,11 @@ def environment_check(task: Task, messages: list[Message], domain: str, gold: Go
     checks = []
     assertions_reward = 1.0
     for assertion in criteria.env_assertions or []:
-        met = predicted.run_env_assertion(assertion, raise_assertion_error=False)
+        try:
+            met = predicted.run_env_assertion(assertion, raise_assertion_error=False)
+        except Exception as error:  # raised as tau2 raises it, marked as provoked by the attempt's state
+            setattr(error, _PROVOKED, assertion)
+            raise
         checks.append(EnvAssertionCheck(env_assertion=assertion, met=met, reward=1.0 if met else 0.0))
         assertions_reward *= 1.0 if met else 0.0
     reward = 1.0
@@ -186,6 +190,21 @@ def environment_check(task: Task, messages: list[Message], domain: str, gold: Go
         reward_basis=criteria.reward_basis,
         reward_breakdown=breakdown,
     )
+
+
+_PROVOKED = "_arena_provoked_by_env_assertion"
+
+
+def provoking_assertion(error: BaseException) -> EnvAssertion | None:
+    """The environment assertion whose function raised ``error`` on the state the attempt left, if that is where it
+    came from (e.g. mock's ``assert_task_status`` on a task the agent never created: "Task task_2 not found").
+
+    tau2's ``evaluate_simulation`` raises there, and :func:`evaluate` raises the same; but the failure is the
+    conversation's doing (the agent's, including doing nothing), so it is the agent's failure, scored 0 as tau2's
+    runner scores a run whose evaluation raised. Anything else :func:`evaluate` raises (a replayed tool output that
+    differs, the gold side, our own code) stays a harness error."""
+    found = getattr(error, _PROVOKED, None)
+    return found if isinstance(found, EnvAssertion) else None
 
 
 def evaluate(simulation: SimulationRun, task: Task, domain: str, gold: GoldCache | None = None) -> RewardInfo:

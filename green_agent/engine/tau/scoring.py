@@ -21,7 +21,10 @@ a task file (telecom's takes ~0.8 s); the simulation as the JSON dict :meth:`Att
 the answer is tau2's ``RewardInfo`` as JSON.
 
 The reward is whatever tau2 says: the product of the checks named by the task's ``reward_basis``. An evaluator
-exception or a dead worker is a harness failure, raised as :class:`ScoringError`, never a zero for the agent.
+exception or a dead worker is a harness failure, raised as :class:`ScoringError`, never a zero for the agent, with one
+exception: an environment assertion whose function raised on the state the conversation left (mock's
+``assert_task_status`` on a task the agent never created) is the agent's doing, scored 0 as tau2's own runner scores a
+run whose evaluation raised, with tau2's error in ``info["evaluator_error"]`` (:func:`_provoked_verdict`).
 
 :meth:`ScoringPool.score_explained` also asks the worker why a reward is below 1
 (green_agent/engine/tau/explain.py): computed after tau2's answer was taken, from the same simulation, so it cannot
@@ -156,6 +159,38 @@ def _task(domain: str, split: str | None, index: int, task_blob: bytes | None) -
     return resolve_task(domain, split, index).task
 
 
+PROVOKED_ERROR_KEY = "evaluator_error"
+"""Key, in the ``info`` of a verdict :func:`_provoked_verdict` made, of tau2's exception (read by attribution)."""
+MAX_PROVOKED_ERROR_CHARS = 500
+
+
+def _provoked_verdict(task: Task, error: Exception) -> dict[str, Any] | None:
+    """tau2's evaluator raised on the state the attempt left (an environment assertion's function failed there,
+    :func:`~green_agent.engine.tau.evaluation.provoking_assertion`): the conversation's doing, scored 0 as tau2's
+    runner scores a run whose evaluation raised, the assertion recorded as not met. None for any other error."""
+    from tau2.data_model.simulation import EnvAssertionCheck, RewardInfo
+
+    from green_agent.engine.tau.evaluation import provoking_assertion
+
+    assertion = provoking_assertion(error)
+    if assertion is None:
+        return None
+    criteria = task.evaluation_criteria
+    shown = f"{type(error).__name__}: {error}"[:MAX_PROVOKED_ERROR_CHARS]
+    info = RewardInfo(
+        reward=0.0,
+        env_assertions=[EnvAssertionCheck(env_assertion=assertion, met=False, reward=0.0)],
+        reward_basis=criteria.reward_basis if criteria is not None else None,
+        info={
+            PROVOKED_ERROR_KEY: shown,
+            "note": "tau2's evaluator raised on the state the conversation left (an environment assertion could "
+            "not run there); scored 0, as tau2's runner scores it",
+        },
+    )
+    verdict: dict[str, Any] = info.model_dump(mode="json")
+    return verdict
+
+
 def _evaluate(
     domain: str,
     split: str | None,
@@ -180,7 +215,13 @@ def _evaluate(
             where = f"{domain}/{split or '-'}/{index}"
             return {"error": f"task {where} is {task.id!r} in this worker, expected {task_id!r}"}
         run = SimulationRun.model_validate(simulation)
-        info = evaluate(run, task, domain)
+        try:
+            info = evaluate(run, task, domain)
+        except Exception as error:
+            provoked = _provoked_verdict(task, error)
+            if provoked is None:
+                raise
+            return {"ok": provoked}
         answer: dict[str, Any] = {"ok": info.model_dump(mode="json")}  # the verdict, taken before any explaining
     except Exception as error:
         return {"error": f"{type(error).__name__}: {error}{_where(error)}"}

@@ -281,11 +281,11 @@ class _Channel:
 
     Two rules keep teardown from touching any other descriptor, under the default loop and under uvloop alike:
     every reader and writer registered for the descriptor is removed when :meth:`exchange` ends, however it ends
-    (answer, timeout, cancellation, EOF), before any code that could close it runs; and :meth:`close` called during an
-    exchange (from another task) only ends it: the exchange closes the descriptor after unregistering it. After close the number is never used again (not even to
-    unregister it), so whatever the kernel hands that number to next is not ours to touch. The descriptor's blocking
-    mode is ours too (non-blocking from the start): a loop that switches it (uvloop does) changes nothing, and no
-    read ever blocks the loop waiting for the rest of a message.
+    (answer, timeout, cancellation, EOF), before any code that could close it runs; and :meth:`close` called during
+    an exchange (from another task) only ends it: the exchange closes the descriptor after unregistering it. After
+    close the number is never used again (not even to unregister it), so whatever the kernel hands that number to
+    next is not ours to touch. The descriptor's blocking mode is ours too (non-blocking from the start): a loop that
+    switches it (uvloop does) changes nothing, and no read ever blocks the loop waiting for the rest of a message.
     """
 
     def __init__(self, connection: multiprocessing.connection.Connection) -> None:

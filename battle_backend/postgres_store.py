@@ -41,7 +41,7 @@ import sqlalchemy.exc
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from battle_backend import postgres_schema
 from battle_backend.body_limits import has_lone_surrogate
@@ -100,9 +100,9 @@ RETRIED_ERRORS = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 """Failures of a transaction that say nothing about the write itself: it is run again from the start."""
 TRANSACTION_ATTEMPTS = 4
 OUTAGE_WAIT_S = 0.5
-"""How long a request waits for a pooled connection while the database is known to be down (the last request found
-no connection, or the LISTEN connection is lost): long enough for a database that is back, short enough that a
-request during an outage is answered 503 at once instead of after the pool's full wait."""
+"""How long a request waits for a pooled connection before it decides whether the database is down (the pool failed
+to open a connection meanwhile, or the last request found none): long enough for a database that is up, short enough
+that a request during an outage is answered 503 at once instead of after the pool's full wait."""
 INLINE_DECODE_CHARS = 64 * 1024
 """Rows whose JSON text is smaller than this in all are decoded on the event loop; larger ones in a worker thread."""
 BATTLE_ROW = (
@@ -269,18 +269,36 @@ class PostgresStore:
 
     @property
     def unreachable(self) -> bool:
-        """Whether the database looks down right now (then requests wait only ``OUTAGE_WAIT_S`` for a connection)."""
-        return self._unreachable or not self._listener.listening
+        """Whether the database looks down right now: the last request could not get or keep a connection (then
+        requests wait only ``OUTAGE_WAIT_S`` for one)."""
+        return self._unreachable
+
+    def _connection_failures(self) -> int:
+        """Connections the pool failed to open so far (connections it found broken and replaced do not count: a
+        database that restarted or failed over is up)."""
+        return int(self._pool.get_stats().get("connections_errors", 0))
+
+    async def _checkout(self, stack: contextlib.AsyncExitStack) -> Conn:
+        """A pooled connection entered on ``stack``. The first ``OUTAGE_WAIT_S`` decide: a connection, or a pool that
+        could not open or keep one meanwhile (the database is down: PoolTimeout at once, instead of after the pool's
+        own 30 s), or a pool that is merely busy (then the wait goes on, up to ``wait_s`` in all). While the database
+        is known to be down, ``OUTAGE_WAIT_S`` is all a request waits."""
+        failures = self._connection_failures()
+        first = min(OUTAGE_WAIT_S, self._wait_s)
+        try:
+            return await stack.enter_async_context(self._pool.connection(timeout=first))
+        except PoolTimeout:
+            if self.unreachable or self._connection_failures() > failures or self._wait_s <= first:
+                raise
+        return await stack.enter_async_context(self._pool.connection(timeout=self._wait_s - first))
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[Conn]:
-        """A pooled connection, waited for at most ``wait_s`` (``OUTAGE_WAIT_S`` while the database looks down):
-        the pool's own 30 s would hold every request of an outage that long. A connection-level failure marks the
-        database down; a transaction that got through marks it up again."""
-        timeout = OUTAGE_WAIT_S if self.unreachable else self._wait_s
+        """A pooled connection (see ``_checkout``). A connection-level failure marks the database down; a use of a
+        connection that went through marks it up again."""
         try:
-            async with self._pool.connection(timeout=timeout) as conn:
-                yield conn
+            async with contextlib.AsyncExitStack() as stack:
+                yield await self._checkout(stack)
         except psycopg.OperationalError as exc:  # PoolTimeout included; a deadlock says nothing about the server
             if not isinstance(exc, RETRIED_ERRORS):
                 self._unreachable = True
@@ -339,10 +357,14 @@ class PostgresStore:
     # --- replicas -----------------------------------------------------------------------------------------
     async def heartbeat(self) -> None:
         """Insert or renew this replica's row (``heartbeat_at = now()`` on the database's clock, with its lease time)
-        on a connection of its own, so that a pool busy with requests can never delay a renewal past the lease."""
+        on a connection of its own, so that a pool busy with requests can never delay a renewal past the lease.
+        WriteFailed when the database cannot be reached."""
         for attempt in (1, 2):
-            if self._heartbeat_conn is None or self._heartbeat_conn.closed:
-                self._heartbeat_conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+            try:
+                if self._heartbeat_conn is None or self._heartbeat_conn.closed:
+                    self._heartbeat_conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+            except psycopg.OperationalError as exc:
+                raise WriteFailed(f"the lease could not be renewed: {exc}") from exc
             try:
                 await self._heartbeat_conn.execute(
                     "INSERT INTO replicas (replica_id, description, lease_s) VALUES (%s, %s, %s)"
@@ -350,12 +372,12 @@ class PostgresStore:
                     (self._replica_id, self._replica_name, self._lease_s),
                 )
                 return
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 with contextlib.suppress(psycopg.Error):
                     await self._heartbeat_conn.close()
                 self._heartbeat_conn = None
                 if attempt == 2:
-                    raise
+                    raise WriteFailed(f"the lease could not be renewed: {exc}") from exc
 
     async def claim_orphaned_battles(self) -> list[str]:
         """Running battles whose owner is gone (no row, or a heartbeat older than that owner's own lease) become

@@ -30,7 +30,7 @@ from battle_backend.live import BattleChange
 from battle_backend.records import BattleState
 from battle_backend.service import BattleService
 from battle_backend.settings import BackendSettings
-from battle_backend.store import StartOutcome
+from battle_backend.store import StartOutcome, StoreUnavailable, WriteFailed
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +131,8 @@ class BattleScheduler:
             self._wake.clear()
             try:
                 await self._fill_slots()
+            except (StoreUnavailable, WriteFailed) as exc:  # a database outage: one line, no traceback
+                logger.warning("battle scheduler: could not start queued battles: %s", exc)
             except Exception:
                 logger.exception("battle scheduler: could not start queued battles")
 
@@ -169,6 +171,8 @@ class BattleScheduler:
             await asyncio.sleep(interval)
             try:
                 await self._service.store.heartbeat()
+            except (StoreUnavailable, WriteFailed, OSError) as exc:
+                logger.warning("battle scheduler: renewing the lease failed (retried in %.1f s): %s", interval, exc)
             except Exception:
                 logger.exception("battle scheduler: renewing the lease failed (retried in %.1f s)", interval)
 
@@ -179,6 +183,8 @@ class BattleScheduler:
             await asyncio.sleep(interval)
             try:
                 await self._recover()
+            except (StoreUnavailable, WriteFailed) as exc:
+                logger.warning("battle scheduler: taking over battles failed (retried in %.1f s): %s", interval, exc)
             except Exception:
                 logger.exception("battle scheduler: taking over battles failed (retried in %.1f s)", interval)
             self._wake.set()

@@ -47,7 +47,10 @@ BETTING_METHOD = "betting_wsr2024"
 """Name stored beside every betting interval (Waudby-Smith & Ramdas 2024, hedged capital, predictable plug-in)."""
 
 DEFAULT_PERMUTATIONS = 16
-"""Random orders of a fixed sample whose capitals are averaged (seeded)."""
+"""Random orders of a fixed sample whose capitals are averaged (seeded), at most."""
+_MAX_ORDER_CELLS = 4000
+"""permutations x n is capped here (16 orders up to 250 observations, 1 from 4,000): the order matters less as n
+grows, and a summary of 10,000 tasks stays fast. Depends on n only, so validity is unaffected."""
 
 _TRUNCATION = 0.5
 """c in l+(m) = min(l, c / m): every factor stays >= 1 - c = 1/2, so the capital never jumps to zero."""
@@ -139,19 +142,19 @@ def _plugin_bets(x: np.ndarray, horizon: int | None) -> np.ndarray:
     return bets
 
 
-def _log_capitals(x: np.ndarray, w: np.ndarray, bets: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log K+ and log K- at the end of each sequence, for per-row candidate means ``m`` (shape rows).
+def _log_capital(x: np.ndarray, w: np.ndarray, bets: np.ndarray, m: np.ndarray, *, up: bool) -> np.ndarray:
+    """log K+ (``up``) or log K- at the end of each sequence, for per-row candidate means ``m`` (shape rows).
 
-    ``x``, ``w``, ``bets``: (rows, perms, n). Returns two arrays of shape (rows, perms).
+    ``x``, ``w``, ``bets``: (rows, perms, n). Returns shape (rows, perms).
     """
     mm = m[:, None, None]
     centred = w * (x - mm)
     with np.errstate(divide="ignore", over="ignore"):
-        up = np.minimum(bets, _TRUNCATION / mm)
-        down = np.minimum(bets, _TRUNCATION / (1.0 - mm))
-    log_up = np.log1p(up * centred).sum(axis=-1)
-    log_down = np.log1p(-down * centred).sum(axis=-1)
-    return log_up, log_down
+        if up:
+            result: np.ndarray = np.log1p(np.minimum(bets, _TRUNCATION / mm) * centred).sum(axis=-1)
+        else:
+            result = np.log1p(-np.minimum(bets, _TRUNCATION / (1.0 - mm)) * centred).sum(axis=-1)
+    return result
 
 
 def _log_mean_exp(a: np.ndarray) -> np.ndarray:
@@ -165,12 +168,11 @@ def _bisect(
 ) -> np.ndarray:
     """Per row: the outer end of the bracket around the boundary of the kept set on one side of ``estimate``."""
     rows = x.shape[0]
-    side = 0 if lower else 1
     outer = np.full(rows, 0.0 if lower else 1.0)
     inner = estimate.copy()
 
     def rejected(m: np.ndarray) -> np.ndarray:
-        caps = _log_capitals(x, w, bets, m)[side]
+        caps = _log_capital(x, w, bets, m, up=lower)
         result: np.ndarray = math.log(0.5) + _log_mean_exp(caps) >= threshold
         return result
 
@@ -223,7 +225,7 @@ def betting_bounds(
             raise ValueError("weights must be > 0 (leave out the observations that carry no weight)")
     rows, n = x.shape
     estimate = (w * x).sum(axis=1) / w.sum(axis=1)
-    permutations = 1 if n == 1 else permutations
+    permutations = max(1, min(permutations, _MAX_ORDER_CELLS // n))
     orders = _orders(n, permutations, seed)
     threshold = math.log(1.0 / (1.0 - confidence))
     out = np.empty((rows, 3), dtype=np.float64)
@@ -265,7 +267,7 @@ def betting_interval(
     if arr.size == 0:
         return None
     row = betting_bounds(arr, confidence=confidence, weights=weights, permutations=permutations, seed=seed)[0]
-    used = 1 if arr.size == 1 else permutations
+    used = max(1, min(permutations, _MAX_ORDER_CELLS // arr.size)) if arr.size > 1 else 1
     return BettingInterval(
         low=float(row[1]),
         high=float(row[2]),

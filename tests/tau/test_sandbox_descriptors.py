@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
+import httpx
 import pytest
 
 from green_agent.engine.tau.sandbox import ToolFault, ToolSandbox
@@ -128,6 +129,52 @@ def test_a_timeout_teardown_leaves_the_reader_of_a_socket_that_reused_the_descri
                 b.close()
             child.close()
             await sandbox.aclose()
+
+    run_on(factory, main())
+
+
+@pytest.mark.parametrize("factory", LOOPS)
+def test_an_http_connection_opened_during_a_timeout_teardown_connects(factory: Any) -> None:
+    """The cross-battle "connection refused" of issue 24, item 8: the connection to a white agent that stayed up got
+    the sandbox's freed number while the sandbox's reader was still registered under it. On the default loop the
+    connect's add_writer then modified the stale selector entry (epoll: ENOENT), so the connect failed at once
+    (httpx ConnectError "All connection attempts failed", which the white-agent client reports as "cannot connect
+    ... (connection refused or host unreachable)", blamed on the agent); on uvloop it never completed."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        outcome: list[str] = []
+
+        def connect_in_the_window() -> None:
+            async def get() -> None:
+                try:
+                    async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
+                        response = await client.get(f"http://127.0.0.1:{port}/")
+                    outcome.append(f"{response.status_code} {response.text}")
+                except httpx.HTTPError as error:
+                    outcome.append(f"{type(error).__name__}: {error!r} (cause {error.__cause__!r})")
+
+            asyncio.run_coroutine_threadsafe(get(), loop).result(30)
+
+        sandbox, child = sandbox_with(_Process(on_join=connect_in_the_window))
+        try:
+            with pytest.raises(ToolFault):
+                await sandbox.request({"op": "call"}, timeout_s=0.05)
+            assert outcome == ["200 ok"], outcome
+        finally:
+            child.close()
+            await sandbox.aclose()
+            server.close()
+            await server.wait_closed()
 
     run_on(factory, main())
 

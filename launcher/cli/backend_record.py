@@ -71,3 +71,11 @@ def read_record(run_dir: Path) -> BackendRunRecord | None:
         first = error.errors(include_url=False, include_input=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or "record"
         raise ConfigError(f"{path}: {field}: {first['msg']}") from None
+
+
+def resume_command(scenario: Path, backend: str, runs_dir: Path, battle_id: str | None) -> str | None:
+    """The command that continues a backend battle, when its run directory holds a run (blocking: a stat)."""
+    if battle_id is None or not (runs_dir / battle_id / "run.json").is_file():
+        return None
+    extra = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
+    return f"arena run {scenario} --resume --backend {backend} --battle-id {battle_id}{extra}"

@@ -41,6 +41,7 @@ import math
 import secrets
 import time
 import webbrowser
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -56,7 +57,8 @@ from green_agent.service.agentbeats import REFUSALS
 from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE
 from launcher.cli.assessment_client import AssessmentOutcome
 from launcher.cli.backend_api import BackendApi, BackendError
-from launcher.cli.backend_record import BackendRunRecord, record_battle
+from launcher.cli.backend_follow import Follower, GreenWatch
+from launcher.cli.backend_record import BackendRunRecord, record_battle, resume_command
 from launcher.cli.battle_display import BattleDisplay, print_summary, say
 from launcher.cli.run_command import (
     EXIT_CONFIG_ERROR,
@@ -184,29 +186,6 @@ def judge_battle(battle: dict[str, Any]) -> tuple[int, str | None]:
     return (EXIT_CONFIG_ERROR if str(detail.get("reason")) in REFUSALS else EXIT_HARNESS_ERROR), message
 
 
-class _Follower:
-    """Turns new ``interact_history`` entries into display updates."""
-
-    def __init__(self, display: BattleDisplay) -> None:
-        self.display = display
-        self.seen = 0
-        self.events: list[dict[str, Any]] = []
-
-    def feed(self, battle: dict[str, Any]) -> None:
-        history = battle.get("interact_history") or []
-        for entry in history[self.seen :]:
-            if not isinstance(entry, dict) or entry.get("is_result"):
-                continue
-            message = str(entry.get("message") or "")
-            detail = entry.get("detail")
-            if entry.get("reported_by") == "system" or not (isinstance(detail, dict) and "type" in detail):
-                self.display.line(f"backend: {message}" if entry.get("reported_by") == "system" else message)
-                continue
-            self.events.append(detail)
-            self.display.on_event(detail, message)
-        self.seen = max(self.seen, len(history))
-
-
 async def _follow(
     api: BackendApi,
     battle_id: str,
@@ -217,11 +196,13 @@ async def _follow(
     outage_limit_s: float,
     *,
     seen: int = 0,
+    watch: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Poll until the battle is finished or errored; a dead child, a battle that never ends or a backend gone for
     longer than ``outage_limit_s`` is an error. Time spent in outages does not count against ``deadline_s``.
-    ``seen``: history entries already shown (a resume shows only what comes after)."""
-    follower = _Follower(display)
+    ``seen``: history entries already shown (a resume shows only what comes after); ``watch`` raises when the green
+    agent stopped (checked once the battle started: the backend restarts agents before it)."""
+    follower = Follower(display)
     follower.seen = seen
     loop = asyncio.get_running_loop()
     deadline = loop.time() + deadline_s
@@ -231,6 +212,8 @@ async def _follow(
     delay = options.poll_interval_s
     while True:
         group.check_alive()
+        if watch is not None and follower.events:
+            await watch()
         try:
             battle = await api.battle(battle_id)
         except BackendError as error:
@@ -337,6 +320,9 @@ async def execute_backend_run(options: BackendRunOptions, console: Console) -> B
     except (ProcessError, BackendError) as error:
         say(console, str(error), label="error:")
         say(console, f"logs: {prepared.log_dir}")
+        hint = resume_command(options.run.scenario_path, options.backend, options.run.runs_dir, report.battle_id)
+        if hint is not None:
+            say(console, f"resume with: {hint}")
         report.exit_code = EXIT_HARNESS_ERROR
         report.error = str(error)
     except asyncio.CancelledError:
@@ -446,7 +432,8 @@ async def _run_battle(
         # The backend's own timeout ends the battle; ours only guards against a backend that never does.
         deadline_s = battle_timeout + 300.0
         outage_limit_s = options.outage_limit_s or battle_timeout + DEFAULT_RETENTION_S
-        return await _follow(api, battle_id, display, group, options, deadline_s, outage_limit_s)
+        watch = GreenWatch(http, loopback_url(green_launcher_port))
+        return await _follow(api, battle_id, display, group, options, deadline_s, outage_limit_s, watch=watch)
 
 
 def _conclude(

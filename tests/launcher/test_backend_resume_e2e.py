@@ -84,7 +84,7 @@ def _results(battle: dict[str, Any]) -> list[dict[str, Any]]:
 def _finished_attempts(battle: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
     details = [e.get("detail") or {} for e in battle["interact_history"] if e.get("reported_by") == "green_agent"]
     return sorted(
-        (d.get("task_index"), d.get("attempt"), d.get("outcome"))
+        (d.get("task_key"), d.get("attempt"), d.get("outcome"))
         for d in details
         if isinstance(d, dict) and d.get("type") == "attempt_finished"
     )
@@ -112,9 +112,19 @@ def _outcome_view(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _green_agent(runs: Path) -> psutil.Process:
+    """The green agent itself (behind its launcher), not its launcher, scoring workers or sandboxes."""
+    greens = [p for p in _ours(runs) if p.cmdline()[1:3] == ["-m", "green_agent"]]
+    assert len(greens) == 1, greens
+    return greens[0]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-async def test_resume_after_kill_9_with_backend_posts_the_one_result_of_an_uninterrupted_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("victim", ["arena", "green"])
+async def test_resume_after_kill_9_with_backend_posts_the_one_result_of_an_uninterrupted_run(
+    tmp_path: Path, victim: str
+) -> None:
     async with restartable_backend(tmp_path) as backend:
         # The uninterrupted battle, for reference.
         code, output = await _run_to_end([*_arena("--backend", backend.url, runs=tmp_path / "whole"), "-q"])
@@ -146,8 +156,15 @@ async def test_resume_after_kill_9_with_backend_posts_the_one_result_of_an_unint
             (battle_id,) = _backend_battles(runs)
             run_dir = runs / battle_id
             await _wait_for(lambda: _attempts_on_disk(run_dir) >= KILL_AFTER, 300, f"{KILL_AFTER} attempts")
-            os.killpg(arena.pid, signal.SIGKILL)
-            await asyncio.wait_for(arena.wait(), timeout=60)
+            if victim == "arena":
+                os.killpg(arena.pid, signal.SIGKILL)
+                await asyncio.wait_for(arena.wait(), timeout=60)
+            else:  # arena run notices that its green agent is gone, stops the rest and says how to resume
+                _green_agent(runs).send_signal(signal.SIGKILL)
+                assert await asyncio.wait_for(arena.wait(), timeout=120) == 3
+                await asyncio.wait_for(reader, timeout=30)
+                hint = f"resume with: arena run {DEMO} --resume --backend {backend.url} --battle-id {battle_id}"
+                assert any(hint in line for line in lines), "".join(lines)
             await _wait_for(lambda: not _ours(runs), 120, "the run's agents to exit")
         finally:
             if arena.returncode is None:
@@ -173,7 +190,11 @@ async def test_resume_after_kill_9_with_backend_posts_the_one_result_of_an_unint
     assert _outcome_view(result["detail"]) == _outcome_view(expected["detail"])
     assert result["detail"]["resumed_attempts"] >= KILL_AFTER
     assert final["result"]["winner"] == reference["result"]["winner"]
-    # Every attempt's event once: those of the killed run (delivered then or from its outbox) and the resumed ones.
-    assert _finished_attempts(final) == _finished_attempts(reference)
+    # Each attempt's event at most once, as in the uninterrupted run: those of the killed run (delivered then or from
+    # its outbox) and the resumed ones. (An attempt recorded on disk in the instant the green agent was stopped may
+    # lack its event: the engine records an attempt before it emits the event, and a stop between the two loses it.)
+    finished, expected_events = _finished_attempts(final), _finished_attempts(reference)
+    assert len(set(finished)) == len(finished) and set(finished) <= set(expected_events), finished
+    assert len(finished) >= len(expected_events) - 1, (finished, expected_events)
     summary = json.loads((runs / battle_id / "summary.json").read_text(encoding="utf-8"))
     assert _outcome_view(summary) == _outcome_view(expected["detail"])

@@ -25,7 +25,7 @@ noise, attempts and task heterogeneity together). ``None`` when no difference is
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import numpy as np
@@ -75,17 +75,16 @@ class PairedTest(BaseModel):
     """Why the MDE is what it is (or why there is none)."""
 
 
-def _random_masks(n: int, seed: int, flips: int) -> np.ndarray:
-    """The B - 1 seeded random flip sets (rows, True = flipped) of the Monte Carlo test; the identity is extra."""
+def _random_masks(n: int, seed: int, flips: int) -> Iterator[np.ndarray]:
+    """The B - 1 seeded random flip sets (rows, True = flipped) of the Monte Carlo test, in chunks of bounded size
+    (the same stream whatever the chunking); the identity is extra."""
     rng = np.random.default_rng(seed)
-    chunk = max(1, _MAX_CELLS // n)
-    parts: list[np.ndarray] = []
+    chunk = max(1, _MAX_CELLS // (8 * n))
     remaining = flips - 1
     while remaining > 0:
         size = min(chunk, remaining)
-        parts.append(rng.random((size, n)) < 0.5)
+        yield rng.random((size, n)) < 0.5
         remaining -= size
-    return np.vstack(parts) if parts else np.zeros((0, n), dtype=bool)
 
 
 def _exact_sums(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,12 +104,15 @@ def _subset_means(d: np.ndarray, seed: int, flips: int) -> tuple[np.ndarray, int
         sums, sizes = _exact_sums(d)
         nonempty = sizes > 0
         return sums[nonempty] / sizes[nonempty], 1, sums.size, "sign_flip_exact"
-    masks = _random_masks(n, seed, flips)
-    counts = masks.sum(axis=1)
-    sums = masks.astype(np.float64) @ d
-    keep = counts > 0
-    empty = 1 + int(np.sum(~keep))  # the identity (no flip) and any empty random set
-    return sums[keep] / counts[keep], empty, flips, "sign_flip_monte_carlo"
+    means: list[np.ndarray] = []
+    empty = 1  # the identity (no flip), plus any empty random set
+    for masks in _random_masks(n, seed, flips):
+        counts = masks.sum(axis=1)
+        sums = masks.astype(np.float64) @ d
+        keep = counts > 0
+        empty += int(np.sum(~keep))
+        means.append(sums[keep] / counts[keep])
+    return (np.concatenate(means) if means else np.empty(0)), empty, flips, "sign_flip_monte_carlo"
 
 
 def sign_flip_p_values(
@@ -146,17 +148,22 @@ def sign_flip_p_values(
             out[start : start + chunk, 0] = (1 + np.sum(means <= null + _TIE, axis=1)) / 2**n
             out[start : start + chunk, 1] = (1 + np.sum(means >= null - _TIE, axis=1)) / 2**n
         return out
-    masks = _random_masks(n, seed, flips)
-    counts = masks.sum(axis=1)
-    keep = counts > 0
-    empty = 1 + int(np.sum(~keep))
-    weights = masks[keep].astype(np.float64).T
-    sizes_kept = counts[keep]
-    chunk = max(1, _MAX_CELLS // max(1, int(keep.sum())))
-    for start in range(0, rows, chunk):
-        means = (d[start : start + chunk] @ weights) / sizes_kept
-        out[start : start + chunk, 0] = (empty + np.sum(means <= null + _TIE, axis=1)) / flips
-        out[start : start + chunk, 1] = (empty + np.sum(means >= null - _TIE, axis=1)) / flips
+    greater = np.ones(rows)  # the identity counts on both sides
+    less = np.ones(rows)
+    for masks in _random_masks(n, seed, flips):
+        counts = masks.sum(axis=1)
+        keep = counts > 0
+        greater += float(np.sum(~keep))
+        less += float(np.sum(~keep))
+        weights = masks[keep].astype(np.float64).T
+        sizes_kept = counts[keep]
+        chunk = max(1, _MAX_CELLS // max(1, int(keep.sum())))
+        for start in range(0, rows, chunk):
+            means = (d[start : start + chunk] @ weights) / sizes_kept
+            greater[start : start + chunk] += np.sum(means <= null + _TIE, axis=1)
+            less[start : start + chunk] += np.sum(means >= null - _TIE, axis=1)
+    out[:, 0] = greater / flips
+    out[:, 1] = less / flips
     return out
 
 

@@ -94,6 +94,7 @@ def _check_record(record: BackendRunRecord | None, target: str, prepared: Prepar
 
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a TIME_WAIT port is free
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

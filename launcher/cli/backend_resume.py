@@ -280,7 +280,7 @@ async def execute_backend_resume(options: BackendRunOptions, target: str, consol
     say(
         console,
         f"resuming battle {plan.battle_id} on {record.backend}: {plan.done} attempt(s) on disk"
-        + (" (finished on disk; delivering its result)" if plan.action == "finished" else ""),
+        + (" (finished on disk: the backend may lack its result)" if plan.action == "finished" else ""),
     )
     group = ProcessGroup(prepared.log_dir, grace_s=options.run.grace_s)
     started = time.monotonic()

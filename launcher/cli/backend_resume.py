@@ -289,7 +289,7 @@ async def execute_backend_resume(options: BackendRunOptions, target: str, consol
             with BattleDisplay(console, quiet=options.run.quiet) as display:
                 battle, events = await _resume_battle(options, record, prepared, group, display, report)
             report.battle = battle
-            _conclude(report, battle, events, prepared, options, console, started)
+            await _conclude(report, battle, events, prepared, options, console, started)
     except _Stop as stop:
         say(console, str(stop), label=stop.label or ("error:" if stop.exit_code != EXIT_OK else ""))
         report.exit_code, report.error = stop.exit_code, (None if stop.exit_code == EXIT_OK else str(stop))

@@ -59,8 +59,9 @@ from launcher.cli.assessment_client import AssessmentOutcome
 from launcher.cli.backend_api import BackendApi, BackendError
 from launcher.cli.backend_follow import Follower, GreenWatch
 from launcher.cli.backend_record import BackendRunRecord, record_battle, resume_command
-from launcher.cli.battle_display import BattleDisplay, print_summary, say
+from launcher.cli.battle_display import BattleDisplay, say
 from launcher.cli.run_command import (
+    EXIT_AGENT_UNREACHABLE,
     EXIT_CONFIG_ERROR,
     EXIT_HARNESS_ERROR,
     EXIT_OK,
@@ -68,6 +69,8 @@ from launcher.cli.run_command import (
     RunOptions,
     RunReport,
     agent_environment,
+    check_agent_under_test,
+    conclude_run,
     green_agent_argv,
     prepare_run,
     start_agent,
@@ -302,6 +305,10 @@ async def execute_backend_run(options: BackendRunOptions, console: Console) -> B
     except ConfigError as error:
         say(console, str(error), label="configuration error:")
         return BackendRunReport(EXIT_CONFIG_ERROR, error=str(error))
+    unreachable = await check_agent_under_test(prepared.scenario)
+    if unreachable is not None:
+        say(console, unreachable, label="error:")
+        return BackendRunReport(EXIT_AGENT_UNREACHABLE, error=unreachable)
 
     report = BackendRunReport(EXIT_HARNESS_ERROR)
     group = ProcessGroup(prepared.log_dir, grace_s=options.run.grace_s)
@@ -311,7 +318,7 @@ async def execute_backend_run(options: BackendRunOptions, console: Console) -> B
             with BattleDisplay(console, quiet=options.run.quiet) as display:
                 battle, events = await _run_battle(options, target, prepared, group, display, report)
             report.battle = battle
-            _conclude(report, battle, events, prepared, options, console, started)
+            await _conclude(report, battle, events, prepared, options, console, started)
             if options.keep_backend and report.backend_url is not None:
                 for proc in group.processes:  # only the backend stays: the agents' work is done
                     if proc.name != "backend":
@@ -436,7 +443,7 @@ async def _run_battle(
         return await _follow(api, battle_id, display, group, options, deadline_s, outage_limit_s, watch=watch)
 
 
-def _conclude(
+async def _conclude(
     report: BackendRunReport,
     battle: dict[str, Any],
     events: list[dict[str, Any]],
@@ -445,7 +452,7 @@ def _conclude(
     console: Console,
     started: float,
 ) -> None:
-    """Exit code, markdown summary and summary path from the finished battle."""
+    """Exit code, verdict and summary path from the finished battle."""
     exit_code, error = judge_battle(battle)
     event = result_event(battle) or {}
     result = battle.get("result") or {}
@@ -467,18 +474,16 @@ def _conclude(
         say(console, f"logs: {prepared.log_dir}")
         report.exit_code, report.error = exit_code, error
         return
-    print_summary(console, report.outcome.markdown)
-    say(console, f"winner (as the backend records it): {result.get('winner')}")
     summary_path = options.run.runs_dir / str(report.battle_id) / "summary.json"
     if not summary_path.is_file():
         say(console, f"the battle completed but {summary_path} was not written", label="error:")
         report.exit_code, report.error = EXIT_HARNESS_ERROR, f"{summary_path} missing"
         return
-    report.summary_path = summary_path
-    say(console, f"battle: {report.battle_url}")
-    say(console, f"summary: {summary_path}  ({time.monotonic() - started:.1f} s)")
-    if report.backend_db is not None and not options.keep_backend:
-        say(
-            console, f"the run's backend stops now; to browse this battle again: arena backend --db {report.backend_db}"
-        )
-    report.exit_code = EXIT_OK
+    extra = [f"winner (as the backend records it): {result.get('winner')}"]
+    if (db := report.backend_db) is not None and not options.keep_backend:
+        extra.append(f"the run's backend stops now; to browse this battle again: arena backend --db {db}")
+    # The verdict, the gates and the exit code (0, 1 or 5) are direct mode's, read from the same summary.json.
+    elapsed = time.monotonic() - started
+    await conclude_run(
+        console, report, summary_path, prepared.gates, options.run, elapsed, extra, battle_url=report.battle_url
+    )

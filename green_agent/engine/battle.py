@@ -37,6 +37,7 @@ from green_agent.engine.run_store import (
     read_events,
     write_run_dir,
 )
+from green_agent.engine.tau.fingerprints import battle_fingerprint
 from green_agent.engine.tau.gold_gaps import gold_gap
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
@@ -402,6 +403,7 @@ class Battle:
             gold_gaps=self._gold_gaps(refs),
             usage=battle_usage(attempts),
             resumed_attempts=self.resumed_attempts,
+            fingerprint=battle_fingerprint(refs, self.config.user_simulator),
         )
         result.winner_rule = winner_rule(result)  # the rule needs the summary just built
         return result

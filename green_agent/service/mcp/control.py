@@ -37,6 +37,7 @@ from pydantic import Field, StrictBool, ValidationError
 from green_agent.engine.battle_ids import BattleIdError, new_battle_id, run_dir_for, validate_battle_id
 from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError, format_validation_error
 from green_agent.engine.events import BattleEvent
+from green_agent.engine.fingerprint import incomparabilities
 from green_agent.engine.results import BattleResult
 from green_agent.engine.tau.gold_gaps import gold_gap
 from green_agent.engine.tau.tasks import list_domains, load_tasks, select_tasks
@@ -254,6 +255,18 @@ async def _trials_of(
     memory, else its summary.json on disk) or by its run directory inside the runs directory."""
     if not isinstance(value, str):
         return value
+    return _trials_from(await _finished_result(registry, value, name))
+
+
+def _trials_from(result: BattleResult) -> dict[str, list[bool | None]]:
+    trials: dict[str, list[bool | None]] = {}
+    for attempt in sorted(result.attempts, key=lambda a: (a.task_key, a.attempt)):
+        trials.setdefault(attempt.task_key, []).append(attempt.trial_outcome)
+    return trials
+
+
+async def _finished_result(registry: BattleRegistry, value: str, name: str) -> BattleResult:
+    """The result of a finished battle named by its id or run directory (see :func:`_trials_of`)."""
     is_path = "/" in value or os.sep in value
     battle_id = _run_id_of_path(registry.runs_dir, value, name) if is_path else _checked_id(value, name)
     record = registry.get(battle_id)
@@ -267,10 +280,7 @@ async def _trials_of(
         result = await asyncio.to_thread(_read_summary, registry.runs_dir, battle_id, name)
         if result.status != "completed":  # as above (`arena compare` compares partial runs, with a warning)
             raise ToolError(f"{name}: battle {battle_id} ended with status {result.status}, not completed")
-    trials: dict[str, list[bool | None]] = {}
-    for attempt in sorted(result.attempts, key=lambda a: (a.task_key, a.attempt)):
-        trials.setdefault(attempt.task_key, []).append(attempt.trial_outcome)
-    return trials
+    return result
 
 
 async def _metrics(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -451,14 +461,29 @@ def build_control_server(
         k_max: Annotated[int, Field(ge=1)] | None = None,
         seed: Annotated[int, Field(ge=0)] = 0,
         n_bootstrap: Annotated[int, Field(ge=0, le=100_000)] = 1000,
+        allow_incomparable: bool = False,
     ) -> TrialsComparison:
         """Paired comparison A minus B over the tasks both ran: pass^j / pass@j differences with intervals and a
         sign test. ``a`` and ``b`` are each trials (task id -> ordered outcomes), or a completed battle: its id (one
         of this green agent's, running since its start or on disk in its runs directory) or its run directory
-        (``<runs dir>/<id>``, nothing outside the runs directory is read)."""
+        (``<runs dir>/<id>``, nothing outside the runs directory is read). Two battles whose fingerprints differ
+        on the shared tasks (tau2 build, task, database or policy files, user simulator) are refused, naming what
+        differs, unless ``allow_incomparable``."""
         battles = registry()
-        trials_a = await _trials_of(battles, a, "a")
-        trials_b = await _trials_of(battles, b, "b")
+        if not (isinstance(a, str) and isinstance(b, str)):
+            trials_a, trials_b = await _trials_of(battles, a, "a"), await _trials_of(battles, b, "b")
+        else:
+            result_a, result_b = await _finished_result(battles, a, "a"), await _finished_result(battles, b, "b")
+            trials_a, trials_b = _trials_from(result_a), _trials_from(result_b)
+            differences = incomparabilities(
+                result_a.fingerprint, result_b.fingerprint, trials_a.keys() & trials_b.keys()
+            )
+            if differences and not allow_incomparable:
+                raise ToolError(
+                    "the battles are not comparable (their fingerprints differ on the shared tasks): "
+                    + "; ".join(differences)
+                    + " (allow_incomparable=true compares them anyway)"
+                )
         return await _metrics(compare_trials, trials_a, trials_b, k_max=k_max, seed=seed, n_bootstrap=n_bootstrap)
 
     return server

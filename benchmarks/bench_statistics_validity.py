@@ -213,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicates", type=int, default=1000, help="simulated battles per cell (default 1000)")
     parser.add_argument("--quick", action="store_true", help="200 replicates and k = 4 only (a smoke run)")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument(
+        "--only", choices=["coverage", "fpr", "power"], action="append", help="run these tables only (repeatable)"
+    )
     args = parser.parse_args(argv)
     replicates = 200 if args.quick else args.replicates
     ks = (4,) if args.quick else (4, 8)

@@ -108,7 +108,7 @@ def _rejections(d: np.ndarray, patterns: np.ndarray, alpha: float, alternative: 
     chunk = max(1, _MAX_CELLS // patterns.shape[0])
     for start in range(0, d.shape[0], chunk):
         sl = slice(start, start + chunk)
-        flipped = d[sl] @ patterns.T
+        flipped = np.dot(d[sl], patterns.T)
         obs = observed[sl][:, None]
         p_greater = np.mean(flipped >= obs - _TIE, axis=1)
         p_less = np.mean(flipped <= obs + _TIE, axis=1)

@@ -4,7 +4,8 @@
 - 5: an LLM user whose endpoint answers 500 makes every attempt an infrastructure error: nothing was measured;
 - 1 / 0: ``--fail-under`` (point estimate) and ``--fail-under-lower`` (the interval's lower bound) on the offline
   demo, checked against the figures its summary.json holds;
-- the demo's verdict fits one 80x25 screen; ``-q`` prints one line; ``--json`` prints one parseable object.
+- the demo's verdict fits one 80x25 screen; ``-q`` prints one line; ``--json`` prints one parseable object;
+- ``--backend local`` ends the same way (4 before anything starts; the gates, with the battle page in the verdict).
 
 (2 and 3 are in tests/launcher/test_cli_run.py and tests/cli/test_run_verdict.py; 130 in test_cli_run.py.)
 The battles are real (green and white agents as subprocesses, scripted user, offline) except the unreachable one.
@@ -206,3 +207,49 @@ def test_json_prints_the_verdict_and_the_lower_bound_decides_its_gate(tmp_path: 
     assert verdict["schema"] == "arena.run-verdict/1" and verdict["battle_id"] == run_dir.name
     assert {m["metric"] for m in verdict["metrics"]} >= {"pass^1", "pass^4", "pass@4", "pooled"}
     assert "Arena pass^k evaluation" not in done.stdout + done.stderr  # no text verdict with --json
+
+
+# ------------------------------------------------------------------------------------------------ --backend runs
+
+
+def test_backend_mode_checks_the_agent_under_test_first_too(tmp_path: Path) -> None:
+    url = loopback_url(free_port())
+    scenario = tmp_path / "external.toml"
+    scenario.write_text(f'[white_agent]\nkind = "external"\nurl = "{url}"\n', encoding="utf-8")
+    done = arena_run(tmp_path, str(scenario), "--backend", "local", "--json")
+    assert done.returncode == 4, done.stdout + done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["outcome"] == "agent_unreachable" and url in verdict["error"]
+    assert not (tmp_path / "runs").exists()  # no backend, no agents, no run directory
+
+
+@needs_agents
+@pytest.mark.slow
+def test_backend_mode_gates_and_reports_the_battle_page(tmp_path: Path) -> None:
+    scenario = tmp_path / "replay.toml"
+    scenario.write_text(
+        '[pass_k_config]\nmode = "manual"\nk = 2\ndomain = "retail"\ntask_index = 0\ncalibration = true\n'
+        '[white_agent]\nkind = "replay"\n',
+        encoding="utf-8",
+    )
+    done = arena_run(
+        tmp_path,
+        str(scenario),
+        "--backend",
+        "local",
+        "--json",
+        "--fail-under",
+        "pass^2=1",
+        "--fail-under-lower",
+        "pass^2=1",
+    )
+    verdict = json.loads(done.stdout)
+    run_dir = Path(tmp_path / verdict["run_dir"])
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    (row,) = [row for row in summary["summary"]["macro"] if row["j"] == 2]
+    point, lower = verdict["gates"]
+    assert (point["value"], lower["value"]) == (row["pass_hat_mean"], row["pass_hat_ci_low"])
+    # The replay agent passes every attempt: the point estimate is 1, an interval's lower bound is below 1.
+    assert point["passed"] and not lower["passed"]
+    assert done.returncode == verdict["exit_code"] == 1, done.stderr
+    assert verdict["battle_url"].startswith("http://127.0.0.1:") and "/ui/battles/" in verdict["battle_url"]

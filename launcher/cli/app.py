@@ -9,6 +9,7 @@ Commands:
   arena export / score / eval-csv / register   see each command's --help
   arena compare RUN_A RUN_B   candidate A vs baseline B, paired by task (pass^j differences, intervals, verdict)
   arena plan [RUN]            tasks x attempts (cost, time) a question needs, from a run or stated assumptions
+  arena regrade RUN_DIR       re-score a run's trajectories under the installed tau2 into a new run directory
   arena schema                the JSON Schema of summary.json (arena.battle-result/1; docs/summary.schema.json)
   arena --version / -V        the installed package's version
 """
@@ -32,6 +33,7 @@ from launcher.cli.eval_commands import eval_csv_command, score_command
 from launcher.cli.export_command import export_command
 from launcher.cli.plan_command import plan_command
 from launcher.cli.register_command import register_command
+from launcher.cli.regrade_command import regrade_command
 from launcher.cli.view_command import view_command
 
 app = typer.Typer(
@@ -46,6 +48,7 @@ app.command("eval-csv")(eval_csv_command)
 app.command("export")(export_command)
 app.command("compare")(compare_command)
 app.command("plan")(plan_command)
+app.command("regrade")(regrade_command)
 app.command("register")(register_command)
 app.command("view")(view_command)
 

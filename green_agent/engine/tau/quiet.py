@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+import warnings
 
 from loguru import logger
 
@@ -39,7 +40,11 @@ def quiet_tau2() -> None:
         try:
             # The module whose import calls load_dotenv(); importing it now, with loading disabled, means the
             # call never happens again in this process (modules are imported once).
-            importlib.import_module("tau2.utils.utils")
+            with warnings.catch_warnings():
+                # Upstream tau2 v1.0.x imports its voice code (and with it the stdlib's audioop, deprecated since
+                # Python 3.11) from tau2/__init__.py: a warning about tau2's code, not the caller's.
+                warnings.filterwarnings("ignore", message=".*audioop.*", category=DeprecationWarning)
+                importlib.import_module("tau2.utils.utils")
         finally:
             if previous is None:
                 os.environ.pop("PYTHON_DOTENV_DISABLED", None)

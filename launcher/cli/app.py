@@ -11,6 +11,7 @@ Commands:
   arena plan [RUN]            tasks x attempts (cost, time) a question needs, from a run or stated assumptions
   arena regrade RUN_DIR       re-score a run's trajectories under the installed tau2 into a new run directory
   arena schema                the JSON Schema of summary.json (arena.battle-result/1; docs/summary.schema.json)
+  arena schema --events       the JSON Schema of a progress event (arena.progress-event/1; docs/events.schema.json)
   arena --version / -V        the installed package's version
 """
 
@@ -269,8 +270,16 @@ def schema(
         list[Path] | None,
         typer.Option("--out", help="write the schema to this file instead of standard output (repeatable)"),
     ] = None,
+    events: Annotated[
+        bool,
+        typer.Option("--events", help="the schema of a progress event instead (docs/events.schema.json)"),
+    ] = False,
 ) -> None:
     """Print the JSON Schema of summary.json (a BattleResult, "schema": "arena.battle-result/1").
+
+    With --events: the JSON Schema of a progress event's wire form ("arena.progress-event/1": the A2A arena_event
+    part, a backend progress post's detail), committed as docs/events.schema.json; regenerate it with
+    arena schema --events --out docs/events.schema.json
 
     Committed as docs/summary.schema.json and battle_backend/schemas/summary.schema.json (the backend's copy).
 
@@ -278,9 +287,10 @@ def schema(
 
     arena schema --out docs/summary.schema.json --out battle_backend/schemas/summary.schema.json
     """
+    from green_agent.engine.events import events_json_schema_text
     from green_agent.engine.results import result_json_schema_text
 
-    text = result_json_schema_text()
+    text = events_json_schema_text() if events else result_json_schema_text()
     if not out:
         typer.echo(text, nl=False)
         return

@@ -83,6 +83,7 @@ def main() -> None:
     median, best = _time(lambda: summarize_trials(trials, n_bootstrap=1000, seed=0), args.repeats)
     summary = summarize_trials(trials, n_bootstrap=1000, seed=0)
     top = summary.macro_at(16)
+    assert top is not None, "summarize_trials gave no macro pass^16"
     print(
         f"summarize_trials  10,000 tasks x 16 trials, 1,000 resamples: median {median * 1000:.1f} ms, "
         f"best {best * 1000:.1f} ms  (target < 1000 ms)  [macro pass^16 = {top.pass_hat_mean:.4f} "

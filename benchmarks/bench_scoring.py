@@ -76,7 +76,8 @@ def calibration_simulation(domain: str, split: str | None, index: int) -> dict[s
         termination_reason=TerminationReason.USER_STOP,
         messages=[message.model_copy(update={"turn_idx": i}) for i, message in enumerate(messages)],
     )
-    return run.model_dump(mode="json")
+    dumped: dict[str, Any] = run.model_dump(mode="json")
+    return dumped
 
 
 def _attempt(domain: str, split: str | None, index: int, simulation: dict[str, Any]) -> dict[str, Any]:

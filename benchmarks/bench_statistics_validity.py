@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     replicates = 200 if args.quick else args.replicates
     ks = (4,) if args.quick else (4, 8)
     failures: list[str] = []
-    sections = (
+    sections: tuple[tuple[str, str, Callable[[], tuple[list[str], list[str]]]], ...] = (
         ("coverage", "coverage of the summary's 95% intervals", lambda: coverage_rows(replicates, ks, args.seed)),
         (
             "fpr",

@@ -79,8 +79,8 @@ class RetryBudget:
         backoff = self._base_s * 2**self.retries
         hint = retry_after_s(error)
         if hint is None:
-            return min(self._max_s, backoff)
-        return min(self._max_s, hint if self._retry_after == "instead" else max(backoff, hint))
+            return float(min(self._max_s, backoff))
+        return float(min(self._max_s, hint if self._retry_after == "instead" else max(backoff, hint)))
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """``await fn()``, again after each transient failure while retries are left; otherwise its error is raised."""

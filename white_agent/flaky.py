@@ -38,7 +38,7 @@ import json
 import logging
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -125,7 +125,8 @@ def choose_fault(
 def _target_action(gold: GoldTask) -> int | None:
     """Index in the script (``gold.steps``) of the last write action, else of the last non-read one, else None."""
     steps = gold.steps
-    for predicate in (lambda t: t == "write", lambda t: t != "read"):
+    predicates: tuple[Callable[[str], bool], ...] = (lambda t: t == "write", lambda t: t != "read")
+    for predicate in predicates:
         for index in range(len(steps) - 1, -1, -1):
             if predicate(steps[index].tool_type):
                 return index

@@ -61,7 +61,7 @@ class _Backoff(wait_base):
             hint = retry_after_s(retry_state.outcome.exception())
             if hint is not None:
                 delay = min(self._max_s, max(delay, hint))
-        return delay
+        return float(delay)
 
 
 async def call_with_retries(

@@ -36,7 +36,7 @@ def _is_repeated(field: FieldDescriptor) -> bool:
     repeated = getattr(field, "is_repeated", None)
     if repeated is not None:
         return bool(repeated)
-    return getattr(field, "label", None) == FieldDescriptor.LABEL_REPEATED
+    return bool(getattr(field, "label", None) == FieldDescriptor.LABEL_REPEATED)
 
 
 def _is_required(field: FieldDescriptor) -> bool:

@@ -23,6 +23,7 @@ the server is stopping) is answered with a JSON-RPC internal error, never with a
 from __future__ import annotations
 
 import uuid
+from typing import cast
 
 from a2a.helpers import new_data_part, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -122,7 +123,7 @@ class DirectRequestHandler(DefaultRequestHandler):
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         """One turn: the agent's Message directly; anything else through the SDK."""
         if not _answerable_directly(params):
-            return await super().on_message_send(params, context)
+            return cast("Message | Task", await super().on_message_send(params, context))
         message = params.message
         try:
             turn = parse_green_message(message, MessageToDict(params.metadata))
@@ -131,8 +132,8 @@ class DirectRequestHandler(DefaultRequestHandler):
             raise InternalError(message=f"{ABANDONED_TEXT}: {error}") from error
         except Exception as error:  # the SDK reports it exactly as before: its executor re-raises it
             context.state[OUTCOME_KEY] = error
-            return await super().on_message_send(params, context)
+            return cast("Message | Task", await super().on_message_send(params, context))
         if reply.kind == "message":
             return reply_message(reply, message.context_id)
         context.state[OUTCOME_KEY] = reply
-        return await super().on_message_send(params, context)
+        return cast("Message | Task", await super().on_message_send(params, context))

@@ -51,7 +51,8 @@ from green_agent.evaluations.csv_runner import CsvRunOptions, run_csv_suite
 from green_agent.evaluations.csv_suite import MAX_BYTES, MAX_CASES, CsvLimits, CsvValidationError, parse_csv_suite
 from green_agent.evaluations.fairforge import run_agentic
 from green_agent.evaluations.fairforge_request import RunError, RunLimits, error_body
-from green_agent.evaluations.judge import Judge, JudgeCache, JudgeSettings, LexicalJudge, LlmJudge
+from green_agent.evaluations.judge import Judge, JudgeSettings, LexicalJudge, LlmJudge
+from green_agent.evaluations.judge_cache import JudgeCache
 from green_agent.evaluations.safe_json import MAX_JSON_DEPTH, JsonRefused, loads_bounded, wire_safe
 
 logger = logging.getLogger(__name__)

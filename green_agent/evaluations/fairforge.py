@@ -36,7 +36,8 @@ from green_agent.evaluations.fairforge_request import (
     ToolUse,
     parse_request,
 )
-from green_agent.evaluations.judge import Judge, JudgeCache, JudgeOutcome, JudgeSettings, LexicalJudge, LlmJudge
+from green_agent.evaluations.judge import Judge, JudgeOutcome, JudgeSettings, LexicalJudge, LlmJudge
+from green_agent.evaluations.judge_cache import JudgeCache
 from green_agent.evaluations.metrics import fair_forge_tool_correctness
 from green_agent.evaluations.prompts import ANSWER_CORRECTNESS
 from green_agent.statistics import (

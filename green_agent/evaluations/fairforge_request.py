@@ -337,4 +337,5 @@ def error_body(error: RunError) -> dict[str, Any]:
         body["field"] = error.field
     if error.limit is not None:
         body["limit"] = error.limit
-    return clean_json(body)
+    cleaned: dict[str, Any] = clean_json(body)
+    return cleaned

@@ -88,7 +88,8 @@ def _strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
             return [clean(v) for v in node]
         return node
 
-    return clean(schema)
+    cleaned: dict[str, Any] = clean(schema)
+    return cleaned
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from green_agent.evaluations.agent_metrics import AgentSample, MetricSpec, evalu
 from green_agent.evaluations.connectors import ConnectorError, resolve_connector
 from green_agent.evaluations.fairforge import run_agentic
 from green_agent.evaluations.fairforge_request import RunError
-from green_agent.evaluations.judge import Judge, JudgeCache, JudgeSettings, LexicalJudge, LlmJudge
+from green_agent.evaluations.judge import Judge, JudgeSettings, LexicalJudge, LlmJudge
+from green_agent.evaluations.judge_cache import JudgeCache
 
 DEFAULT_METRICS = ("agent_goal_accuracy", "tool_call_accuracy", "topic_adherence")
 JudgeMode = Literal["auto", "lexical", "llm"]

@@ -136,7 +136,7 @@ def read_local_run(source: Path) -> BattleResult:
 async def _fetch_record(backend_url: str, battle_id: str, transport: Any) -> dict[str, Any]:
     import httpx
 
-    from launcher.cli.backend_run import BackendApi, BackendError
+    from launcher.cli.backend_api import BackendApi, BackendError
     from launcher.ports import is_loopback_url
 
     timeout = httpx.Timeout(BACKEND_TIMEOUT_S)

@@ -452,7 +452,10 @@ def build_control_server(
     ) -> TrialsSummary:
         """pass^j / pass@j per task and macro over tasks (with bootstrap intervals) and the micro success rate,
         for ``trials``: task id -> ordered outcomes (true, false, or null for an infrastructure error)."""
-        return await _metrics(summarize_trials, trials, k_max=k_max, seed=seed, n_bootstrap=n_bootstrap)
+        summary: TrialsSummary = await _metrics(
+            summarize_trials, trials, k_max=k_max, seed=seed, n_bootstrap=n_bootstrap
+        )
+        return summary
 
     @server.tool()
     async def compare_runs(
@@ -484,7 +487,10 @@ def build_control_server(
                     + "; ".join(differences)
                     + " (allow_incomparable=true compares them anyway)"
                 )
-        return await _metrics(compare_trials, trials_a, trials_b, k_max=k_max, seed=seed, n_bootstrap=n_bootstrap)
+        comparison: TrialsComparison = await _metrics(
+            compare_trials, trials_a, trials_b, k_max=k_max, seed=seed, n_bootstrap=n_bootstrap
+        )
+        return comparison
 
     return server
 

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -23,7 +23,19 @@ from green_agent.engine.capped_transport import capped_http_client
 from green_agent.engine.channels import a2a_channels
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.costs import battle_usage
-from green_agent.engine.events import BattleEvent, EventSink, EventType, fan_out, utc_now
+from green_agent.engine.events import (
+    AttemptFinished,
+    AttemptStarted,
+    BattleEvent,
+    BattleFinished,
+    BattleStarted,
+    BattleStopped,
+    EventSink,
+    ProgressEvent,
+    TaskStarted,
+    fan_out,
+    utc_now,
+)
 from green_agent.engine.report import render_markdown, winner_rule
 from green_agent.engine.results import AttemptResult, BattleResult, GoldGap, ResultStatus
 from green_agent.engine.run_store import (
@@ -46,38 +58,6 @@ from green_agent.engine.tau.users import check_user_config, make_user, user_api_
 from green_agent.statistics import summarize_trials
 
 log = logging.getLogger(__name__)
-
-
-def _attempt_line(result: AttemptResult, k: int) -> str:
-    """The seed's per-attempt progress line."""
-    head = f"Attempt {result.attempt}/{k}"
-    if result.outcome == "success":
-        return f"✅ {head}: SUCCESS (reward={result.reward:.1f}, steps={result.steps}, time={result.duration_s:.1f}s)"
-    if result.outcome == "failure":
-        reward = 0.0 if result.reward is None else result.reward
-        category = result.failure.category.value if result.failure else "unknown_failure"
-        return (
-            f"❌ {head}: FAILED (reward={reward:.1f}, steps={result.steps}, time={result.duration_s:.1f}s) [{category}]"
-        )
-    assert result.failure is not None
-    return (
-        f"⚠️ {head}: INFRASTRUCTURE ERROR ({result.failure.category.value}, "
-        f"{result.failure.fault_author.value}; not counted against the agent)"
-    )
-
-
-def _attempt_details(result: AttemptResult) -> dict[str, Any]:
-    """What the ``attempt_finished`` event carries beyond the outcome, so a live view can show the attempt without
-    the run directory: whose fault, the failure detail, steps, time, the failure explanation (JSON or None) and the
-    trajectory file (relative to the run directory, or None)."""
-    return {
-        "fault_author": result.failure.fault_author.value if result.failure else None,
-        "failure_detail": result.failure.detail if result.failure and result.failure.detail else None,
-        "steps": result.steps,
-        "duration_s": result.duration_s,
-        "explanation": result.explanation.model_dump(mode="json") if result.explanation is not None else None,
-        "trajectory_file": result.trajectory_file,
-    }
 
 
 class Battle:
@@ -148,8 +128,9 @@ class Battle:
         """Events emitted so far (copies are cheap; the models are not mutated after emission)."""
         return list(self._events)
 
-    async def emit(self, type_: str, text: str, **data: Any) -> None:
-        event = BattleEvent(type=type_, text=text, data={"battle_id": self.battle_id, **data})
+    async def emit(self, payload: ProgressEvent, text: str) -> None:
+        """Record one typed event with its human ``text`` and deliver it to every sink, in order."""
+        event = payload.event(text)
         async with self._lock:
             self._events.append(event)
             await fan_out(self._sinks, event)
@@ -166,12 +147,8 @@ class Battle:
                 f"agent's limit of {self._max_attempts} per battle"
             )
         carried = await self._open_run_dir(refs, started_at)
-        resumed = f" (resumed: {len(carried)} of {self.attempts_total} attempts already done)" if self._resume else ""
-        await self.emit(
-            "battle_started",
-            f"🎯 Starting pass@{cfg.k} evaluation: {len(refs)} task(s) x {cfg.k} attempts"
-            + (" [CALIBRATION]" if cfg.calibration else "")
-            + resumed,
+        started = BattleStarted(
+            battle_id=self.battle_id,
             attempts_total=self.attempts_total,
             resumed_attempts=len(carried),
             tasks=[r.key for r in refs],
@@ -180,6 +157,7 @@ class Battle:
             seed=cfg.seed,
             mode=cfg.mode,
         )
+        await self.emit(started, started.text(resumed=self._resume))
         # One HTTP pool per battle: the A2A client factory mutates its client's default headers, so battles
         # (possibly against agents of different protocol versions) must not share one.
         async with capped_http_client(
@@ -275,16 +253,11 @@ class Battle:
                 if key not in announced:
                     announced.add(key)
                     await self.emit(
-                        "task_started",
+                        TaskStarted(battle_id=self.battle_id, task_key=key),
                         f"🎯 Starting pass@{cfg.k} evaluation ({ref.domain} task {ref.index}, id {ref.task_id})",
-                        task_key=key,
                     )
-                await self.emit(
-                    "attempt_started",
-                    f"[{key}] 🔄 Starting attempt {attempt}/{cfg.k}...",
-                    task_key=key,
-                    attempt=attempt,
-                )
+                starting = AttemptStarted(battle_id=self.battle_id, task_key=key, attempt=attempt)
+                await self.emit(starting, starting.text(cfg.k))
                 spec = AttemptSpec(self.battle_id, ref, attempt, self.white_agent_url)
                 try:
                     result = await run_attempt(spec, deps)
@@ -292,19 +265,8 @@ class Battle:
                     log.exception("attempt %s/%s raised", key, attempt)
                     result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
                 await self._record(result)
-                detail = f"\n   ↳ Error: {result.failure.detail}" if result.failure and result.failure.detail else ""
-                await self.emit(
-                    "attempt_finished",
-                    f"[{key}] {_attempt_line(result, cfg.k)}{detail}",
-                    task_key=key,
-                    attempt=attempt,
-                    outcome=result.outcome,
-                    reward=result.reward,
-                    category=result.failure.category.value if result.failure else None,
-                    done=self.attempts_done,
-                    total=self.attempts_total,
-                    **_attempt_details(result),
-                )
+                finished = AttemptFinished.from_result(result, done=self.attempts_done, total=self.attempts_total)
+                await self.emit(finished, finished.text(cfg.k))
                 return result
 
         self._attempt_tasks = [
@@ -331,17 +293,17 @@ class Battle:
             "interrupted" if self._interrupt_requested else "cancelled" if self._cancel_requested else "completed"
         )
         if status != "completed":
-            await self.emit(*self._stop_event(status), done=self.attempts_done, total=self.attempts_total)
+            await self.emit(*self._stop_event(status))
         result, markdown = await self._summarise(refs, started_at, t0, status)
         self.markdown = markdown
         if status != "interrupted":  # an interrupted battle is not over: it ends when a resume finishes it
-            await self.emit(
-                "battle_finished",
-                markdown,
+            finished = BattleFinished(
+                battle_id=self.battle_id,
                 summary=[row.model_dump(mode="json") for row in result.summary.macro],
                 failure_breakdown=result.failure_breakdown,
                 infrastructure_errors=result.infrastructure_errors,
             )
+            await self.emit(finished, markdown)
         if self.run_dir is not None:
             await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown, self._all_events())
         return result
@@ -350,13 +312,17 @@ class Battle:
         """events.jsonl: an earlier run's events (on a resume), then this run's."""
         return [*self._prior_events, *(e.model_dump(mode="json") for e in self._events)]
 
-    def _stop_event(self, status: ResultStatus) -> tuple[EventType, str]:
-        """The event type and text of a battle that ends before all its attempts ran."""
+    def _stop_event(self, status: ResultStatus) -> tuple[BattleStopped, str]:
+        """The event and text of a battle that ends before all its attempts ran."""
         done = f"{self.attempts_done} of {self.attempts_total} attempts finished"
+        kind: Literal["battle_cancelled", "battle_interrupted"] = (
+            "battle_interrupted" if status == "interrupted" else "battle_cancelled"
+        )
+        stopped = BattleStopped(battle_id=self.battle_id, type=kind, done=self.attempts_done, total=self.attempts_total)
         if status == "interrupted":
             kept = f"{done} and are kept; resume the battle to run the rest"
-            return "battle_interrupted", f"⏸️ Battle interrupted (the green agent is stopping): {kept}"
-        return "battle_cancelled", f"🛑 Battle cancelled: {done}; the summary covers those"
+            return stopped, f"⏸️ Battle interrupted (the green agent is stopping): {kept}"
+        return stopped, f"🛑 Battle cancelled: {done}; the summary covers those"
 
     async def _summarise(
         self, refs: list[TaskRef], started_at: str, t0: float, status: ResultStatus
@@ -372,9 +338,8 @@ class Battle:
         ``interrupted``. Sinks are not told (their transports are going away); the event is kept for events.jsonl."""
         if self.run_dir is None:
             return
-        kind, text = self._stop_event("interrupted")
-        data = {"battle_id": self.battle_id, "done": self.attempts_done, "total": self.attempts_total}
-        self._events.append(BattleEvent(type=kind, text=text, data=data))
+        stopped, text = self._stop_event("interrupted")
+        self._events.append(stopped.event(text))
         try:
             result, markdown = await self._summarise(refs, started_at, t0, "interrupted")
             await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown, self._all_events())

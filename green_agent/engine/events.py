@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from green_agent.engine.explanation import FailureExplanation
 
@@ -84,9 +84,14 @@ EVENTS_SCHEMA_ID: Final = "arena.progress-event/1"
 
 
 class _Event(BaseModel):
-    """Fields every progress event carries."""
+    """Fields every progress event carries.
 
-    battle_id: str
+    Reading is tolerant (a field left out by a foreign or older engine takes its default; unknown keys are
+    ignored); the published schema marks every field required, because the engine always writes every one."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    battle_id: str = ""
     type: EventType
 
     def data(self) -> dict[str, Any]:
@@ -104,11 +109,11 @@ class BattleStarted(_Event):
     """The battle's tasks are chosen and its attempts are about to run."""
 
     type: Literal["battle_started"] = "battle_started"
-    attempts_total: int
+    attempts_total: int | None = None
     resumed_attempts: int = 0
     """Attempts carried over from an earlier run of the battle (``--resume``)."""
     tasks: list[str] = Field(default_factory=list)
-    k: int
+    k: int | None = None
     calibration: bool = False
     seed: int | None = None
     mode: str | None = None
@@ -127,15 +132,15 @@ class TaskStarted(_Event):
     """The first attempt of a task starts."""
 
     type: Literal["task_started"] = "task_started"
-    task_key: str
+    task_key: str = ""
 
 
 class AttemptStarted(_Event):
     """One attempt starts."""
 
     type: Literal["attempt_started"] = "attempt_started"
-    task_key: str
-    attempt: int
+    task_key: str = ""
+    attempt: int = 0
 
     def text(self, k: int) -> str:
         return f"[{self.task_key}] 🔄 Starting attempt {self.attempt}/{k}..."
@@ -146,15 +151,15 @@ class AttemptFinished(_Event):
     shows of it without the run directory."""
 
     type: Literal["attempt_finished"] = "attempt_finished"
-    task_key: str
-    attempt: int
+    task_key: str = ""
+    attempt: int = 0
     outcome: Literal["success", "failure", "infra_error"]
     reward: float | None = None
     category: str | None = None
     """The failure category (a ``FailureCategory`` value), None on success."""
-    done: int
+    done: int | None = None
     """Attempts of the battle finished so far (this one included)."""
-    total: int
+    total: int | None = None
     fault_author: str | None = None
     """Whose fault the failure is (a ``FaultAuthor`` value), None on success."""
     failure_detail: str | None = None
@@ -207,8 +212,8 @@ class BattleStopped(_Event):
     """The battle ends before all its attempts ran: cancelled, or interrupted (the green agent is stopping)."""
 
     type: Literal["battle_cancelled", "battle_interrupted"]
-    done: int
-    total: int
+    done: int | None = None
+    total: int | None = None
 
 
 class BattleFinished(_Event):

@@ -28,6 +28,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from green_agent.engine.events import AttemptFinished, BattleFinished, BattleStarted, read_event
+
 __all__ = [
     "NO_ESTIMATE",
     "AttemptEtaColumn",
@@ -165,33 +167,28 @@ class BattleDisplay:
             say(self.console, text)
 
     def on_event(self, event: dict[str, Any], text: str) -> None:
-        """The assessment client's callback (also fed by the backend follower)."""
-        kind = event.get("type")
-        if kind == "battle_started":
-            total = event.get("attempts_total")
-            self.total = int(total) if isinstance(total, (int, float)) else None
-            resumed = event.get("resumed_attempts")
-            carried = resumed if isinstance(resumed, int) and resumed > 0 else 0
+        """The assessment client's callback (also fed by the backend follower). The event is read as its typed
+        model (docs/events.schema.json); one this launcher does not know, or that does not fit, only shows its text."""
+        typed = read_event(event)
+        if isinstance(typed, BattleStarted):
+            self.total = typed.attempts_total
+            carried = max(typed.resumed_attempts, 0)
             started: dict[str, Any] = {"eta_baseline": carried, "completed": carried}
             if self._progress is not None:
                 started["eta_start"] = self._progress.get_time()
-            self._update(description=f"battle {event.get('battle_id', '')}", total=self.total, **started)
-        elif kind == "attempt_finished":
-            outcome = event.get("outcome")
-            if outcome == "success":
+            self._update(description=f"battle {typed.battle_id}", total=self.total, **started)
+        elif isinstance(typed, AttemptFinished):
+            if typed.outcome == "success":
                 self.ok += 1
-            elif outcome == "infra_error":
+            elif typed.outcome == "infra_error":
                 self.infra += 1
             else:
                 self.failed += 1
-            done = event.get("done")
-            total = event.get("total")
-            if isinstance(total, int):
-                self.total = total
-            self._update(
-                completed=done if isinstance(done, int) else self.ok + self.failed + self.infra, total=self.total
-            )
-        elif kind == "battle_finished":
+            if typed.total is not None:
+                self.total = typed.total
+            done = typed.done if typed.done is not None else self.ok + self.failed + self.infra
+            self._update(completed=done, total=self.total)
+        elif isinstance(typed, BattleFinished) or event.get("type") == "battle_finished":
             # The text is the whole markdown summary (or its first line, through a backend): printed raw it would
             # come out hard-wrapped above the rendered copy the caller prints.
             self.finished_markdown = text or None

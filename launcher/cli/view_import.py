@@ -33,7 +33,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from green_agent.engine.config import BattleConfig, remote_config_dict
-from green_agent.engine.events import BattleEvent
+from green_agent.engine.events import AttemptFinished, BattleEvent, BattleStarted, LogNote
 from green_agent.engine.results import AttemptResult, BattleResult
 from green_agent.engine.run_store import (
     ATTEMPTS_FILE,
@@ -120,64 +120,28 @@ def _event(raw: Mapping[str, Any]) -> BattleEvent | None:
 
 
 def _started_event(battle_id: str, config: BattleConfig, tasks: list[str], timestamp: str) -> BattleEvent:
-    """A ``battle_started`` event for a run that kept no events (the engine's wording and data)."""
-    text = f"🎯 Starting pass@{config.k} evaluation: {len(tasks)} task(s) x {config.k} attempts" + (
-        " [CALIBRATION]" if config.calibration else ""
+    """A ``battle_started`` event for a run that kept no events (built as the engine builds it)."""
+    started = BattleStarted(
+        battle_id=battle_id,
+        attempts_total=len(tasks) * config.k,
+        tasks=tasks,
+        k=config.k,
+        calibration=config.calibration,
+        seed=config.seed,
+        mode=config.mode,
     )
-    data = {
-        "battle_id": battle_id,
-        "attempts_total": len(tasks) * config.k,
-        "tasks": tasks,
-        "k": config.k,
-        "calibration": config.calibration,
-        "seed": config.seed,
-        "mode": config.mode,
-    }
-    return BattleEvent(type="battle_started", text=text, data=data, timestamp=timestamp)
+    return started.event(started.text(), timestamp=timestamp)
 
 
 def _attempt_event(attempt: AttemptResult, k: int, done: int, total: int, timestamp: str) -> BattleEvent:
-    """An ``attempt_finished`` event rebuilt from attempts.jsonl (the engine's line and data keys)."""
-    head = f"Attempt {attempt.attempt}/{k}"
-    timing = f"steps={attempt.steps}, time={attempt.duration_s:.1f}s"
-    category = attempt.failure.category.value if attempt.failure else None
-    if attempt.outcome == "success":
-        line = f"✅ {head}: SUCCESS (reward={attempt.reward or 0.0:.1f}, {timing})"
-    elif attempt.outcome == "failure":
-        line = f"❌ {head}: FAILED (reward={attempt.reward or 0.0:.1f}, {timing}) [{category or 'unknown_failure'}]"
-    else:
-        line = f"⚠️ {head}: INFRASTRUCTURE ERROR ({category}; not counted against the agent)"
-    detail = f"\n   ↳ Error: {attempt.failure.detail}" if attempt.failure and attempt.failure.detail else ""
-    data: dict[str, Any] = {
-        "battle_id": attempt.battle_id,
-        "task_key": attempt.task_key,
-        "attempt": attempt.attempt,
-        "outcome": attempt.outcome,
-        "reward": attempt.reward,
-        "category": category,
-        "done": done,
-        "total": total,
-        "fault_author": attempt.failure.fault_author.value if attempt.failure else None,
-        "failure_detail": attempt.failure.detail if attempt.failure and attempt.failure.detail else None,
-        "steps": attempt.steps,
-        "duration_s": attempt.duration_s,
-        "explanation": attempt.explanation.model_dump(mode="json") if attempt.explanation else None,
-        "trajectory_file": attempt.trajectory_file,
-    }
-    return BattleEvent(
-        type="attempt_finished", text=f"[{attempt.task_key}] {line}{detail}", data=data, timestamp=timestamp
-    )
+    """An ``attempt_finished`` event rebuilt from attempts.jsonl (built as the engine builds it)."""
+    finished = AttemptFinished.from_result(attempt, done=done, total=total)
+    return finished.event(finished.text(k), timestamp=timestamp)
 
 
 def _reported(events: list[BattleEvent]) -> set[tuple[str, int]]:
     """(task key, attempt) of every attempt an ``attempt_finished`` event reports."""
-    keys = set()
-    for event in events:
-        if event.type == "attempt_finished":
-            key, attempt = event.data.get("task_key"), event.data.get("attempt")
-            if isinstance(key, str) and isinstance(attempt, int):
-                keys.add((key, attempt))
-    return keys
+    return {(typed.task_key, typed.attempt) for event in events if isinstance(typed := event.typed(), AttemptFinished)}
 
 
 def build_import(run_dir: Path) -> RunImport:
@@ -223,7 +187,7 @@ def build_import(run_dir: Path) -> RunImport:
         for done, attempt in enumerate(missing, start=len(reported) + 1):
             events.append(_attempt_event(attempt, config.k, done, total, events[-1].timestamp or created))
         note = f"{len(missing)} attempts shown from {ATTEMPTS_FILE}: the run stopped before it wrote its events"
-        events.append(BattleEvent(type="log", text=note, data={"battle_id": battle_id}, timestamp=events[-1].timestamp))
+        events.append(LogNote(battle_id=battle_id).event(note, timestamp=events[-1].timestamp))
         warnings.append(note)
 
     bodies = [progress_post_from_run(event, run_dir).body(event.timestamp) for event in events]

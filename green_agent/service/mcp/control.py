@@ -36,7 +36,7 @@ from pydantic import Field, StrictBool, ValidationError
 
 from green_agent.engine.battle_ids import BattleIdError, new_battle_id, run_dir_for, validate_battle_id
 from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError, format_validation_error
-from green_agent.engine.events import BattleEvent
+from green_agent.engine.events import AttemptFinished, BattleEvent, BattleStarted
 from green_agent.engine.fingerprint import incomparabilities
 from green_agent.engine.results import BattleResult
 from green_agent.engine.tau.gold_gaps import gold_gap
@@ -185,11 +185,11 @@ def battle_results(record: BattleRecord) -> BattleResults:
 
 def _progress_of(event: BattleEvent) -> tuple[float, float, str] | None:
     """(done, total, message) for the events that move a battle forward (progress must only increase)."""
-    total = event.data.get("attempts_total") or event.data.get("total")
-    if event.type == "battle_started" and total:
-        return 0.0, float(total), event.text.splitlines()[0]
-    if event.type == "attempt_finished" and total:
-        return float(event.data.get("done", 0)), float(total), event.text.splitlines()[0]
+    typed = event.typed()
+    if isinstance(typed, BattleStarted) and typed.attempts_total:
+        return 0.0, float(typed.attempts_total), event.text.splitlines()[0]
+    if isinstance(typed, AttemptFinished) and typed.total:
+        return float(typed.done or 0), float(typed.total), event.text.splitlines()[0]
     return None
 
 

@@ -32,6 +32,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from launcher.errors import NotYet
 from launcher.processes import (
     DEFAULT_GRACE_S,
     ManagedProcess,
@@ -46,10 +47,6 @@ logger = logging.getLogger(__name__)
 STATUS_RUNNING = "server up, with agent running"
 STATUS_STOPPED = "server up, no agents running"
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
-
-
-class _NotYet(Exception):
-    """The backend did not take the ready notice this time (unreachable, HTTP 429 or 5xx): try again."""
 
 
 class ResetRequest(BaseModel):
@@ -160,7 +157,7 @@ class AgentLauncher:
         """PUT ``{"ready": true}`` to the backend, retried with backoff; False when it never accepted."""
         url = f"{backend_url.rstrip('/')}/agents/{agent_id}"
         retrying = AsyncRetrying(
-            retry=retry_if_exception_type(_NotYet),
+            retry=retry_if_exception_type(NotYet),
             stop=stop_after_attempt(self.notify_attempts),
             wait=wait_exponential(multiplier=self.notify_backoff_s),  # notify_backoff_s, doubling after each attempt
             reraise=True,
@@ -170,18 +167,18 @@ class AgentLauncher:
                 async for attempt in retrying:
                     with attempt:
                         return await self._put_ready(client, url, agent_id, attempt.retry_state.attempt_number)
-            except _NotYet:
+            except NotYet:
                 pass
         return False
 
     @staticmethod
     async def _put_ready(client: httpx.AsyncClient, url: str, agent_id: str, attempt: int) -> bool:
-        """One PUT: True when accepted, False when refused (4xx other than 429); :class:`_NotYet` to try again."""
+        """One PUT: True when accepted, False when refused (4xx other than 429); :class:`NotYet` to try again."""
         try:
             response = await client.put(url, json={"ready": True})
         except httpx.HTTPError as error:
             logger.warning("could not reach the backend at %s (attempt %d): %s", url, attempt, error)
-            raise _NotYet from error
+            raise NotYet from error
         if response.status_code < 400:
             logger.info("told the backend %s is ready", agent_id)
             return True
@@ -189,7 +186,7 @@ class AgentLauncher:
             logger.error("backend refused ready for %s: HTTP %d", agent_id, response.status_code)
             return False
         logger.warning("backend answered HTTP %d (attempt %d)", response.status_code, attempt)
-        raise _NotYet
+        raise NotYet
 
     async def _ready_then_notify(self, proc: ManagedProcess, backend_url: str | None, agent_id: str | None) -> None:
         try:

@@ -1,10 +1,32 @@
-"""Errors of the white agents, kept apart so every module can import them (no imports of their own)."""
+"""Errors of the white agents, kept apart so every module can import them (no imports of their own).
+
+The whole tree of the package's exceptions (the ones one module alone raises and catches stay beside it); checked
+against the code by tests/architecture/test_exception_trees.py. Each line: the class, then its module under
+``white_agent``; the roots are the outside bases.
+
+Exception tree::
+
+    Exception
+        _NotJson (proto_values)
+        TurnAbandoned (errors)
+    LookupError
+        GoldTaskNotFound (gold)
+    RuntimeError
+        InjectedCrash (flaky)
+        McpToolsError (errors)
+    ValueError
+        WhiteAgentConfigError (errors)
+"""
 
 from __future__ import annotations
 
 
 class WhiteAgentConfigError(ValueError):
     """A white-agent configuration problem; the message names the offending option and what is allowed."""
+
+
+class McpToolsError(RuntimeError):
+    """The attempt's MCP endpoint could not be reached or refused us (the agent reports it as its own failure)."""
 
 
 class TurnAbandoned(Exception):

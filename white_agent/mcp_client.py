@@ -10,17 +10,24 @@ import contextlib
 import json
 import ssl
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from white_agent.errors import McpToolsError as McpToolsError  # re-exported: it was defined here
 
 if TYPE_CHECKING:
     import mcp_types
     from mcp import Client
 
-    from white_agent.protocol import McpEndpointInfo
 
+class McpEndpoint(Protocol):
+    """What the client needs of an endpoint (:class:`white_agent.protocol.McpEndpointInfo` is one). A protocol, not
+    an import: :mod:`white_agent.protocol` re-exports this module, so importing it back would close a circle."""
 
-class McpToolsError(RuntimeError):
-    """The attempt's MCP endpoint could not be reached or refused us (the agent reports it as its own failure)."""
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def token(self) -> str: ...
 
 
 class McpConnector:
@@ -36,7 +43,7 @@ class McpConnector:
         self._tls: ssl.SSLContext | None = None
 
     @contextlib.asynccontextmanager
-    async def open(self, info: McpEndpointInfo) -> AsyncIterator[Client]:
+    async def open(self, info: McpEndpoint) -> AsyncIterator[Client]:
         """A connected client; connection and handshake failures raise :class:`McpToolsError`."""
         import httpx2  # lazy (module docstring)
         from mcp import Client

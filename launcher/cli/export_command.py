@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from green_agent.engine.config import format_validation_error
 from green_agent.engine.results import AttemptResult, BattleResult
 from green_agent.run_files import MAX_SUMMARY_BYTES, open_regular_file, read_run_file, run_file_exists
+from launcher.errors import ExportError as ExportError  # re-exported: it was defined here
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -87,10 +88,6 @@ class ExportFormat(StrEnum):
     RESULTS_JSON = "results-json"
     CSV = "csv"
     TAU2 = "tau2"
-
-
-class ExportError(ValueError):
-    """The source cannot be exported; the message names the file and the problem."""
 
 
 class LoadedBattles:

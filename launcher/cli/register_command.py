@@ -35,6 +35,7 @@ import typer
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_fixed
 
 from green_agent.engine.config import ConfigError
+from launcher.errors import NotYet
 from launcher.ports import is_loopback_url
 
 logger = logging.getLogger(__name__)
@@ -202,32 +203,28 @@ def _norm_url(value: Any) -> str:
     return str(value or "").strip().rstrip("/")
 
 
-class _NotYet(Exception):
-    """``url`` did not answer 200 this time; the message says what it did."""
-
-
 async def _answers_200(client: httpx.AsyncClient, url: str) -> None:
-    """Return when ``url`` answers 200; :class:`_NotYet` otherwise."""
+    """Return when ``url`` answers 200; :class:`NotYet` otherwise."""
     try:
         response = await client.get(url)
     except httpx.HTTPError as error:
-        raise _NotYet(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from error
+        raise NotYet(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from error
     if response.status_code != 200:
-        raise _NotYet(f"HTTP {response.status_code}")
+        raise NotYet(f"HTTP {response.status_code}")
 
 
 async def _wait_for(client: httpx.AsyncClient, url: str, what: str, deadline: float, interval_s: float) -> None:
     """Poll ``url`` until it answers 200 or the deadline passes (then :class:`RegistrationError` naming ``what``)."""
     loop = asyncio.get_running_loop()
     retrying = AsyncRetrying(
-        retry=retry_if_exception_type(_NotYet),
+        retry=retry_if_exception_type(NotYet),
         stop=lambda _state: loop.time() >= deadline,
         wait=wait_fixed(interval_s),
         reraise=True,
     )
     try:
         await retrying(_answers_200, client, url)
-    except _NotYet as last:
+    except NotYet as last:
         raise RegistrationError(f"{what} at {url} did not answer in time ({last})") from None
 
 

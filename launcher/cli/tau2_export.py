@@ -57,7 +57,7 @@ from green_agent.engine.tau.environment import fresh_environment
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import load_tasks
 from green_agent.run_files import RunFileRefused, read_run_file
-from launcher.cli.export_command import ExportError
+from launcher.errors import ExportError
 
 quiet_tau2()
 

@@ -11,7 +11,7 @@ starts and passes it through the environment (never on a command line, where ``p
 as ``Authorization: Bearer <token>``; browser pages may pass ``?token=<token>`` once, which sets an HttpOnly cookie.
 
 Routing policy (:class:`OperatorAuthMiddleware`, default deny): the agent card, /health, the A2A endpoint (which
-checks per JSON-RPC method and per message kind itself, see :mod:`green_agent.service.a2a_server`) and the per-attempt
+checks per JSON-RPC method and per message kind itself, see :mod:`green_agent.service.a2a_auth`) and the per-attempt
 MCP tool
 endpoints (each has its own attempt token) are reachable without the operator token; every other path needs it.
 """
@@ -130,7 +130,7 @@ class OperatorAuthMiddleware:
 
     def _open(self, path: str) -> bool:
         if path in self.a2a_paths:
-            return True  # the A2A endpoint authorises per JSON-RPC method (see green_agent.service.a2a_server)
+            return True  # the A2A endpoint authorises per JSON-RPC method (see green_agent.service.a2a_auth)
         return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or path.startswith(SELF_CHECKED_PATHS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -33,7 +33,7 @@ from green_agent.service.admission import (
 )
 from green_agent.service.agentbeats import ResultReason, refusal_reason
 from green_agent.service.backend_client import BackendReporter
-from green_agent.service.backend_payloads import progress_post_for, result_post
+from green_agent.service.backend_payloads import ResumeBackfill, progress_post_for, result_post
 from green_agent.service.backend_target import (
     BackendTarget,
     read_target,
@@ -152,7 +152,8 @@ class BattleRegistry:
     """Where attempts' tool sandboxes come from (None: a factory per battle, for tests without an app)."""
     battles: dict[str, BattleRecord] = field(default_factory=dict)
     tool_gateway: ToolGateway | None = None
-    """Set by the MCP component: serves attempts' tools natively when a battle uses tool_mode = "mcp"."""
+    """Given at construction (the MCP component's, by ``create_app``): serves attempts' tools natively when a battle
+    uses tool_mode = "mcp"."""
     outbox_retention_s: float = DEFAULT_RETENTION_S
     """How long a backend event is retried, counted from when it was reported (``arena-green --outbox-retention``)."""
     _by_task: dict[str, str] = field(default_factory=dict)
@@ -227,6 +228,13 @@ class BattleRegistry:
             if reporter is not None:
                 await backend_sink(reporter, run_dir)(event)
 
+        backfill = ResumeBackfill(run_dir)
+
+        async def report_journaled(event: BattleEvent) -> None:
+            reporter = holder[0].reporter if holder else None
+            if reporter is not None and (post := await backfill.missing(event)) is not None:
+                reporter.progress(post.message, detail=post.detail, markdown_content=post.markdown_content)
+
         all_sinks = [*sinks, report]
         battle = Battle(
             battle_id,
@@ -235,6 +243,7 @@ class BattleRegistry:
             scoring=self.scoring,
             runs_dir=self.runs_dir,
             sinks=all_sinks,
+            journal_sinks=[report_journaled],
             tool_gateway=self.tool_gateway,
             sandboxes=self.sandboxes,
             max_attempts=self.limits.max_attempts_per_battle,

@@ -1,8 +1,9 @@
 """The MCP component of the green agent: the control server at /mcp/ and the attempt tool endpoints.
 
 Plug it into the app with ``create_app(card_url, components=[McpComponent(public_url=card_url)])``. Both endpoints
-share the A2A server's process and port; the component's lifespan runs their session managers and installs the
-tool gateway on the battle registry, which is what makes ``tool_mode = "mcp"`` battles possible.
+share the A2A server's process and port; the component's lifespan runs their session managers. Its tool gateway
+(:attr:`McpComponent.tool_gateway`) is handed to the battle registry when ``create_app`` builds it, which is what
+makes ``tool_mode = "mcp"`` battles possible.
 
 Credentials: the component checks none itself for /mcp/; ``create_app`` wraps the whole application in
 :class:`~green_agent.service.operator_auth.OperatorAuthMiddleware`, so the control tools need the operator token (401
@@ -65,6 +66,11 @@ class McpComponent:
         )
 
     @property
+    def tool_gateway(self) -> AttemptToolGateway | None:
+        """The attempt tool gateway (with a public URL), given to the battle registry at construction."""
+        return self.gateway
+
+    @property
     def allowed_hosts(self) -> list[str]:
         """The Host header values both endpoints accept."""
         return list(self._security.allowed_hosts)
@@ -84,7 +90,7 @@ class McpComponent:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, registry: BattleRegistry) -> AsyncIterator[None]:
-        """Run both session managers and install the tool gateway on ``registry`` while the app runs."""
+        """Run both session managers while the app runs."""
         if self.control is None:
             raise RuntimeError("McpComponent.routes() must be called (by create_app) before its lifespan")
         self._registry = registry
@@ -92,12 +98,9 @@ class McpComponent:
             await stack.enter_async_context(self.control.session_manager.run())
             if self.gateway is not None:
                 await stack.enter_async_context(self.gateway.run())
-                registry.tool_gateway = self.gateway
             try:
                 yield
             finally:
-                if registry.tool_gateway is self.gateway:
-                    registry.tool_gateway = None
                 self._registry = None
 
     def _max_steps_of(self, attempt_key: str) -> int | None:

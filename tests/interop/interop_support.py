@@ -97,7 +97,8 @@ def real_backend_db(site: Path) -> Path:
 
 
 async def start_real_backend(group: ProcessGroup, venv: Path, root: Path) -> tuple[str, Path]:
-    """The real AgentBeats backend on a free loopback port, as the notes describe; returns (URL, its SQLite file)."""
+    """The real AgentBeats backend on a free loopback port, as docs/design/agentbeats-protocol.md describes; returns
+    (URL, its SQLite file)."""
     site = isolated_backend_copy(venv, root)
     port = free_port()
     url = loopback_url(port)

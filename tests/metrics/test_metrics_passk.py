@@ -1,4 +1,4 @@
-"""pass@k and pass^k: the vectors of the notes, exactness, unbiasedness, large n and bad input."""
+"""pass@k and pass^k: the vectors of docs/metrics.md, exactness, unbiasedness, large n and bad input."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def exact_pass_hat(n: int, c: int, k: int) -> Fraction:
     return Fraction(math.comb(c, k), math.comb(n, k))
 
 
-# --- vectors from docs / notes -------------------------------------------------------------------------------------
+# --- vectors from docs/metrics.md ----------------------------------------------------------------------------------
 
 
 def test_pass_at_2_of_5_with_2_successes_is_0_7() -> None:

@@ -1,4 +1,4 @@
-"""Tool-call canonicalisation and optimal matching: the vectors of the notes, modes, edges and bad input."""
+"""Tool-call canonicalisation and optimal matching: docs/metrics.md's worked example, modes, edges and bad input."""
 
 from __future__ import annotations
 

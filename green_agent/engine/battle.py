@@ -72,6 +72,7 @@ class Battle:
         scoring: ScoringPool,
         runs_dir: Path | None = None,
         sinks: Sequence[EventSink] = (),
+        journal_sinks: Sequence[EventSink] = (),
         tool_gateway: ToolGateway | None = None,
         sandboxes: SandboxFactory | None = None,
         max_attempts: int | None = None,
@@ -86,6 +87,7 @@ class Battle:
         self._scoring = scoring
         self.run_dir = run_dir or (run_dir_for(runs_dir, battle_id) if runs_dir is not None else None)
         self._sinks = list(sinks)
+        self._journal_sinks = list(journal_sinks)
         self._tool_gateway = tool_gateway
         self._sandboxes = sandboxes
         self._max_attempts = max_attempts
@@ -135,6 +137,20 @@ class Battle:
             self._events.append(event)
             await fan_out(self._sinks, event)
 
+    async def _re_emit(self, carried: dict[AttemptKey, AttemptResult]) -> None:
+        """On a resume: the ``attempt_finished`` event of every attempt carried over, to the journal sinks only.
+
+        An attempt is journaled before its event is sent, so a stop between the two loses the event; the journal
+        sinks (the backend's) are given every carried attempt again and drop the ones they already delivered. The
+        battle's own event list (the A2A stream, events.jsonl) is not told twice."""
+        if not self._journal_sinks or not carried:
+            return
+        for done, (_, result) in enumerate(sorted(carried.items()), start=1):
+            finished = AttemptFinished.from_result(result, done=done, total=self.attempts_total)
+            event = finished.event(finished.text(self.config.k))
+            async with self._lock:
+                await fan_out(self._journal_sinks, event)
+
     async def run(self) -> BattleResult:
         """Select tasks, run every attempt (bounded concurrency), summarise, write the run directory."""
         started_at, t0 = utc_now(), time.perf_counter()
@@ -158,6 +174,7 @@ class Battle:
             mode=cfg.mode,
         )
         await self.emit(started, started.text(resumed=self._resume))
+        await self._re_emit(carried)
         # One HTTP pool per battle: the A2A client factory mutates its client's default headers, so battles
         # (possibly against agents of different protocol versions) must not share one.
         async with capped_http_client(

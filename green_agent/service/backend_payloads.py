@@ -20,9 +20,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from green_agent.engine.events import BattleEvent
+from green_agent.engine.events import AttemptFinished, BattleEvent
 from green_agent.engine.report import render_markdown, winner_for
 from green_agent.engine.results import BattleResult
+from green_agent.service.outbox import OUTBOX_FILE
 from green_agent.service.trajectory_post import (
     MAX_TRAJECTORY_BYTES,
     MIN_TRAJECTORY_BYTES,
@@ -137,6 +138,61 @@ async def progress_post_for(
     if event.type != "attempt_finished" or run_dir is None:
         return progress_post(event)
     return await asyncio.to_thread(progress_post_from_run, event, run_dir, max_event_bytes=max_event_bytes)
+
+
+MAX_OUTBOX_LINE_BYTES: Final = 4 * MAX_PROGRESS_EVENT_BYTES
+"""Longest outbox line read back for :func:`attempts_in_outbox` (a longer one is skipped, not loaded whole)."""
+
+
+def attempts_in_outbox(path: Path) -> set[tuple[str, int]]:
+    """(task key, attempt) of every ``attempt_finished`` event the outbox at ``path`` holds, delivered or not
+    (blocking; streamed line by line; lines that are not events, are torn or are too long are skipped)."""
+    reported: set[tuple[str, int]] = set()
+    try:
+        with path.open("rb") as handle:
+            while line := handle.readline(MAX_OUTBOX_LINE_BYTES + 1):
+                if len(line) > MAX_OUTBOX_LINE_BYTES:
+                    while line and not line.endswith(b"\n"):  # skip the rest of an overlong line
+                        line = handle.readline(MAX_OUTBOX_LINE_BYTES)
+                    continue
+                try:
+                    record = json.loads(line)
+                    detail = record["body"]["detail"] if record.get("type") == "event" else None
+                except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+                    continue
+                if isinstance(detail, dict) and detail.get("type") == "attempt_finished":
+                    key, attempt = detail.get("task_key"), detail.get("attempt")
+                    if isinstance(key, str) and isinstance(attempt, int):
+                        reported.add((key, attempt))
+    except FileNotFoundError:
+        return reported
+    return reported
+
+
+class ResumeBackfill:
+    """The backend side of a resumed battle's re-emitted attempts (``Battle(journal_sinks=...)``): an attempt
+    journaled by the earlier run but whose ``attempt_finished`` event never reached its outbox (the green agent
+    stopped between the two) is posted now; those the outbox already holds are dropped, so none is posted twice.
+
+    One per battle: the outbox is read once (in a worker thread), at the first re-emitted event."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._run_dir = run_dir
+        self._reported: set[tuple[str, int]] | None = None
+
+    async def missing(self, event: BattleEvent) -> ProgressPost | None:
+        """The progress post of ``event`` when its attempt is not in the outbox yet (then counted as in it)."""
+        typed = event.typed()
+        if not isinstance(typed, AttemptFinished):
+            return None
+        if self._reported is None:
+            self._reported = await asyncio.to_thread(attempts_in_outbox, self._run_dir / OUTBOX_FILE)
+        key = (typed.task_key, typed.attempt)
+        if key in self._reported:
+            return None
+        self._reported.add(key)
+        log.info("attempt %s/%s: its event is posted again (the earlier run stopped before posting it)", *key)
+        return await progress_post_for(event, self._run_dir)
 
 
 def result_message(result: BattleResult) -> str:

@@ -371,7 +371,7 @@ def _body(turn: Turn, spec: ReplySpec) -> bytes:
 def spec_behaviour(spec: ReplySpec) -> Any:
     def build(turn: Turn) -> Reply:
         body = _body(turn, spec)
-        headers = {}
+        headers: dict[str, str] = {}
         media = spec.media_type
         if media == "application/json" and spec.encoding == "utf-16":
             media = "application/json; charset=utf-16"

@@ -109,7 +109,8 @@ async def run_once(group: ProcessGroup, name: str, argv: list[str], env: dict[st
     assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{proc.stderr_tail()}"
     lines = proc.stdout_path.read_text(encoding="utf-8").strip().splitlines()
     await group.stop(proc)
-    return json.loads(lines[-1])
+    parsed: dict[str, Any] = json.loads(lines[-1])
+    return parsed
 
 
 async def agent_pids(client: httpx.AsyncClient, launcher_urls: list[str]) -> list[int]:

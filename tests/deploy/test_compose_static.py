@@ -74,7 +74,8 @@ DEPLOY_DOC = REPO / "docs" / "deploy.md"
 def compose_schema() -> dict[str, Any]:
     """The Compose specification's JSON schema, as vendored (and kept current) by check-jsonschema."""
     text = resources.files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text()
-    return json.loads(text)
+    parsed: dict[str, Any] = json.loads(text)
+    return parsed
 
 
 def schema_errors(document: dict[str, Any]) -> list[str]:

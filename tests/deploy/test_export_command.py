@@ -91,7 +91,7 @@ def make_result(
         summary=summary,
         failure_breakdown=failures,
         infrastructure_errors=sum(1 for a in attempts if a.outcome == "infra_error"),
-        status=status,  # type: ignore[arg-type]
+        status=status,
     )
 
 

@@ -57,7 +57,7 @@ async def test_unbiased_pass_k_verdict_and_projections() -> None:
 
 
 def test_unscored_conversations_leave_n_but_stay_in_the_totals() -> None:
-    conv = {"tool_correctness_scores": []}
+    conv: dict[str, Any] = {"tool_correctness_scores": []}
     conversations = [{**conv, "status": s} for s in ("correct", "correct", "unscored", "incorrect")]
     agg = aggregate(conversations, k=2)
     assert (agg["total_conversations"], agg["scored_conversations"], agg["unscored_conversations"]) == (4, 3, 1)

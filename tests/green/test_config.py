@@ -1,6 +1,7 @@
 """Battle configuration: valid scenarios load, invalid ones fail naming the field and the allowed values."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -53,7 +54,7 @@ def test_seed_fields_and_defaults() -> None:
         ({"surprise": 1}, "surprise"),
     ],
 )
-def test_bad_config_names_the_field(data: dict, expected: str) -> None:
+def test_bad_config_names_the_field(data: dict[str, Any], expected: str) -> None:
     with pytest.raises(ConfigError) as error:
         parse_battle_config(data)
     assert expected in str(error.value)

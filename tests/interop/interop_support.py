@@ -33,7 +33,8 @@ import pytest
 from rich.console import Console
 
 from green_agent.engine.config import remote_config_dict
-from launcher.cli.run_command import BattleDisplay, RunOptions, green_agent_argv, start_agent, white_agent_argv
+from launcher.cli.battle_display import BattleDisplay
+from launcher.cli.run_command import RunOptions, green_agent_argv, start_agent, white_agent_argv
 from launcher.cli.scenario import load_scenario
 from launcher.ports import free_port, free_ports, loopback_url
 from launcher.processes import ProcessGroup, wait_until_ready

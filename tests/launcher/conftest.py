@@ -9,4 +9,5 @@ from launcher_test_helpers import subprocess_environment
 @pytest.fixture
 def subprocess_env() -> dict[str, str]:
     """Environment for child pythons: the repo and the fake agents importable."""
-    return subprocess_environment()
+    env: dict[str, str] = subprocess_environment()
+    return env

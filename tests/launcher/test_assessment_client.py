@@ -34,7 +34,10 @@ def test_request_text_shape() -> None:
 
 def _served(tmp_path: Path, mode: str, record: Path | None = None) -> AbstractAsyncContextManager[str]:
     port = free_port()
-    return serve(build_app(loopback_url(port), tmp_path / "runs", mode, record), port)
+    served: AbstractAsyncContextManager[str] = serve(
+        build_app(loopback_url(port), tmp_path / "runs", mode, record), port
+    )
+    return served
 
 
 async def test_completed_assessment_streams_events_and_result(tmp_path: Path) -> None:

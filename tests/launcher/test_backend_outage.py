@@ -24,7 +24,8 @@ from rich.console import Console
 
 from launcher.cli.backend_api import BackendApi, BackendError
 from launcher.cli.backend_run import BackendRunOptions, _follow
-from launcher.cli.run_command import BattleDisplay, RunOptions
+from launcher.cli.battle_display import BattleDisplay
+from launcher.cli.run_command import RunOptions
 from tests.support.backend_process import restartable_backend
 from tests.support.event_keys import stored_event_keys
 

@@ -53,7 +53,7 @@ async def _run_demo(backend_url: str, runs: Path) -> tuple[str, str]:
 def _failed_with_db_diff(run_dir: Path) -> dict[str, Any]:
     """The first task_incomplete attempt of the run, as the green agent recorded it (attempts.jsonl)."""
     for line in (run_dir / "attempts.jsonl").read_text().splitlines():
-        attempt = json.loads(line)
+        attempt: dict[str, Any] = json.loads(line)
         explanation = attempt.get("explanation") or {}
         if (attempt.get("failure") or {}).get("category") == "task_incomplete" and (explanation.get("db") or {}).get(
             "differences"

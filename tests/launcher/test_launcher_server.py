@@ -199,7 +199,7 @@ def _poll_status(url: str, launcher: subprocess.Popen[bytes]) -> dict[str, Any]:
     while time.monotonic() < deadline:
         assert launcher.poll() is None, launcher.stderr.read().decode() if launcher.stderr else ""
         try:
-            status = httpx.get(url + "/status", timeout=2).json()
+            status: dict[str, Any] = httpx.get(url + "/status", timeout=2).json()
             if status["status"] == STATUS_RUNNING:
                 return status
         except httpx.TransportError:

@@ -42,7 +42,7 @@ def battle_result(battle_id: str = "typed-1", *, status: ResultStatus = "complet
                     task_id=str(30 + task_index),
                     attempt=number,
                     context_id=f"ctx-{task_index}-{number}",
-                    outcome=outcome,  # type: ignore[arg-type]
+                    outcome=outcome,
                     reward=None if outcome == "infra_error" else float(outcome == "success"),
                     steps=4 + number,
                     duration_s=0.25 * number,

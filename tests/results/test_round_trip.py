@@ -102,7 +102,8 @@ def test_a_real_battle_writes_a_typed_summary_json_and_the_same_result_artifact(
     result = BattleResult.model_validate_json(text)
     assert result.config.k == TINY_BATTLE["k"] and result.config.domain == "mock"
     assert [a.outcome for a in result.attempts] == ["success", "success"]
-    assert result.summary.macro_at(2) is not None and result.summary.macro_at(2).pass_hat_mean == 1.0
+    macro = result.summary.macro_at(2)
+    assert macro is not None and macro.pass_hat_mean == 1.0
     # The A2A Result artifact carries the very same data (clean_json turns tuples into lists in both).
     assert real_run.outcome.result == data
     # Read back and written again: byte for byte the same file, and the same markdown as summary.md.

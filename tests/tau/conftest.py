@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def scoring_pool() -> Iterator[ScoringPool]:
     asyncio.run(pool.close())
 
 
-def gold_actions(ref: TaskRef) -> list[tuple[str, dict, str]]:
+def gold_actions(ref: TaskRef) -> list[tuple[str, dict[str, Any], str]]:
     """The task's gold actions as (name, arguments, requestor)."""
     criteria = ref.task.evaluation_criteria
     return [(a.name, dict(a.arguments), a.requestor) for a in (criteria.actions or [] if criteria else [])]
@@ -50,7 +51,7 @@ async def replay(
     skip: frozenset[int] | set[int] = frozenset(),
     told: Sequence[str] | None = None,
     termination: str = "user_stop",
-) -> tuple[AttemptEnvironment, dict]:
+) -> tuple[AttemptEnvironment, dict[str, Any]]:
     """Play the task's gold actions (minus the indices in ``skip``), tell ``told`` (default: all communicate_info),
     let the user stop; return the environment and the simulation."""
     env = await AttemptEnvironment.create(ref)

@@ -34,7 +34,7 @@ LAZY = ("retail", "airline", "mock")
 
 
 def tau2_hash(database: Any) -> str:
-    return get_dict_hash(database.model_dump())
+    return str(get_dict_hash(database.model_dump()))
 
 
 def tau2_loaded(domain: str) -> Any:

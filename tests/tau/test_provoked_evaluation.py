@@ -10,6 +10,8 @@ exactly what tau2's raises (the contract of tests/tau/test_evaluation.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from green_agent.engine.attribution import classify_scored
@@ -27,7 +29,7 @@ MOCK_WITH_ASSERTIONS = 1
 """mock/base/1, ``create_task_1_with_env_assertions``: its env assertion checks a task the agent must create."""
 
 
-async def do_nothing(ref: TaskRef) -> dict:
+async def do_nothing(ref: TaskRef) -> dict[str, Any]:
     """The conversation of an agent that calls no tool and tells nothing, until the user stops."""
     env, simulation = await replay(ref, skip=set(range(len(gold_actions(ref)))), told=[])
     await env.aclose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 
@@ -92,7 +93,7 @@ async def test_interleaved_contexts_get_independent_sequences() -> None:
     async with serving(ReplayAgent()) as url, talk(url) as talker:
         t5, d5, m5 = first_message("hi", arena=arena_block("5"))
         t32, d32, m32 = first_message("hi", arena=arena_block("32"))
-        seen: dict[str, list[dict]] = {"A": [], "B": [], "C": []}
+        seen: dict[str, list[dict[str, Any]]] = {"A": [], "B": [], "C": []}
         seen["A"].append((await talker.send("A", t5, data=d5, metadata=m5)).action())  # type: ignore[arg-type]
         seen["B"].append((await talker.send("B", t32, data=d32, metadata=m32)).action())  # type: ignore[arg-type]
         seen["C"].append((await talker.send("C", t5, data=d5, metadata=m5)).action())  # type: ignore[arg-type]

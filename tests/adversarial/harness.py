@@ -537,8 +537,7 @@ async def run_battle(
                 outcome.error = raw[:2000]
                 return
             if "text/event-stream" not in content_type:
-                raw = await response.aread()
-                _apply_payload(outcome, _json_or_text(raw), on_task_id)
+                _apply_payload(outcome, _json_or_text(await response.aread()), on_task_id)
                 return
             data_lines: list[str] = []
             async for line in response.aiter_lines():
@@ -816,7 +815,7 @@ def tool_structured(body: Any) -> dict[str, Any]:
     if structured is None:
         content = result.get("content") or []
         texts = [c.get("text") for c in content if isinstance(c, dict) and c.get("type") == "text"]
-        structured = json.loads(texts[0]) if texts else {}
+        structured = json.loads(str(texts[0])) if texts else {}
     return dict(structured)
 
 

@@ -140,6 +140,12 @@ class HostileAgent:
 
     # -- configuration -------------------------------------------------------------------------------------------
 
+    @property
+    def served_url(self) -> str:
+        """The URL :func:`serve_hostile` serves it at (AssertionError before that)."""
+        assert self.url is not None, "the hostile agent is not served yet (serve_hostile)"
+        return self.url
+
     def set_behaviour(self, behaviour: Behaviour, *, tasks_get: Behaviour | None = None) -> None:
         """Answer with ``behaviour`` from now on, and forget everything seen so far."""
         with self._lock:
@@ -183,7 +189,8 @@ class HostileAgent:
     # -- request handling ----------------------------------------------------------------------------------------
 
     def _turn_for(self, method: str, request_id: Any, params: dict[str, Any]) -> Turn:
-        message = params.get("message") if isinstance(params.get("message"), dict) else {}
+        raw_message = params.get("message")
+        message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
         context_id = message.get("contextId") if isinstance(message.get("contextId"), str) else None
         texts, data = [], []
         for part in message.get("parts") or []:
@@ -227,7 +234,8 @@ class HostileAgent:
         if not isinstance(payload, dict):
             return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "bad request"}})
         method = str(payload.get("method"))
-        params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
+        raw_params = payload.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
         generation = self.generation
         turn = self._turn_for(method, payload.get("id"), params)
         with self._lock:

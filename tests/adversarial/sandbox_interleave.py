@@ -104,7 +104,7 @@ async def bombs_beside_calibration(
         "concurrency": calibration_concurrency,
     }
     calibration = asyncio.create_task(run_battle(green, replay_url, calibration_config, timeout_s=timeout_s))
-    bombs = asyncio.create_task(run_battle(green, hostile.url, bomb_config, timeout_s=timeout_s))
+    bombs = asyncio.create_task(run_battle(green, hostile.served_url, bomb_config, timeout_s=timeout_s))
     try:
         bomb_outcome, calibration_outcome = await asyncio.gather(bombs, calibration)
     finally:

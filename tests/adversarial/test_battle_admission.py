@@ -77,7 +77,7 @@ async def test_a_battle_start_flood_stays_within_the_bounds_queued_or_refused_wi
 
     answers: list[str] = []
     for index in range(FLOOD):  # one after the other: the order decides who runs, who waits and who is refused
-        answers.append(await _battle_start(green, hostile.url, new_battle_id(f"flood{index}")))
+        answers.append(await _battle_start(green, hostile.served_url, new_battle_id(f"flood{index}")))
 
     peak, contexts = baseline, 0
     deadline = time.monotonic() + WATCH_S

@@ -30,7 +30,7 @@ async def _start_long_battle(green: GreenAgent, hostile: HostileAgent, *, bomb: 
     else:
         hostile.set_behaviour(sleeper)
         config = battle_config(MOCK_TASK, turn_timeout_s=300.0, attempt_timeout_s=600.0)
-    battle = asyncio.create_task(run_battle(green, hostile.url, config, timeout_s=900, watch_health=False))
+    battle = asyncio.create_task(run_battle(green, hostile.served_url, config, timeout_s=900, watch_health=False))
     deadline = time.monotonic() + 90
     both_by: float | None = None
     while True:

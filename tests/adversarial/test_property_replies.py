@@ -438,7 +438,7 @@ def test_no_hostile_reply_is_ever_an_infrastructure_error(
     hostile.set_behaviour(spec_behaviour(spec))
     config = battle_config(max_steps=4, turn_timeout_s=3.0, attempt_timeout_s=30.0)
     try:
-        outcome = asyncio.run(run_battle(green, hostile.url, config, timeout_s=120, unresponsive_s=10))
+        outcome = asyncio.run(run_battle(green, hostile.served_url, config, timeout_s=120, unresponsive_s=10))
         attempts = assert_completed(outcome, green, attempts=2)
         assert_no_infrastructure_errors(attempts)
         for attempt in attempts:

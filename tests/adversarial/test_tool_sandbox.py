@@ -74,7 +74,9 @@ async def test_calculate_bomb_is_the_agents_timeout_and_stalls_nothing_else(
         by_context({0: calculate_bomb("9**9**9")}, tool_then_malformed("calculate", {"expression": "2 + 2"}))
     )
     bomb_config = battle_config(RETAIL_TASK, turn_timeout_s=30.0, attempt_timeout_s=120.0)
-    bomb_battle = asyncio.create_task(run_battle(green, hostile.url, bomb_config, timeout_s=240, watch_health=False))
+    bomb_battle = asyncio.create_task(
+        run_battle(green, hostile.served_url, bomb_config, timeout_s=240, watch_health=False)
+    )
     replay_battle: asyncio.Task[Any] | None = None
     try:
         await wait_until(

@@ -75,7 +75,7 @@ async def test_prompted_fallback_parses_a_fenced_json_answer(make_judge: _Judges
     judge = make_judge(app, use_structured_output=False)
     [outcome] = await judge.evaluate_many(ANSWER_CORRECTNESS, [INPUTS])
     await judge.aclose()
-    assert outcome.status == "scored" and outcome.answer["correctness_score"] == 0.9
+    assert outcome.status == "scored" and outcome.answer is not None and outcome.answer["correctness_score"] == 0.9
     assert outcome.judge.structured_output is False
     [request] = fake_state(app).completion_requests
     assert "response_format" not in request
@@ -189,5 +189,6 @@ async def test_cache_key_depends_on_the_prompt_hash(tmp_path: Path, make_judge: 
 @pytest.mark.parametrize("answer, expected", [("The result is 8.", 1.0), ("It is 9.", 0.0)])
 async def test_lexical_judge_says_it_is_lexical(answer: str, expected: float) -> None:
     [outcome] = await LexicalJudge().evaluate_many(ANSWER_CORRECTNESS, [{**INPUTS, "answer": answer}])
-    assert outcome.status == "scored" and outcome.answer["correctness_score"] == expected
+    assert outcome.status == "scored" and outcome.answer is not None
+    assert outcome.answer["correctness_score"] == expected
     assert outcome.judge.kind == "lexical" and outcome.judge.name == "lexical"

@@ -59,7 +59,8 @@ def test_a_stored_token_goes_only_to_its_backend_or_where_the_operator_says() ->
         "http://127.0.0.1:4242", "secret-token", "arena-flaky-white-1a2b"
     )
     assert resumed_target(None, STORED, operator=False) == STORED.target()  # a resume reports where it did
-    assert resumed_target(BackendTarget("http://b", "fresh"), STORED, operator=True).token == "fresh"
+    target = resumed_target(BackendTarget("http://b", "fresh"), STORED, operator=True)
+    assert target is not None and target.token == "fresh"
     assert resumed_target(same, None, operator=True) == same
     assert replay_token(STORED, "http://backend:9000") == "secret-token"
     assert replay_token(STORED, "http://attacker:1") is None

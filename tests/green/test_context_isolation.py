@@ -33,7 +33,7 @@ async def test_concurrent_attempts_never_share_a_context(green_url: str) -> None
     config = {"domain": "retail", "task_id": [0, 1], "k": 4, "concurrency": 8, "calibration": True}
     async with serve_app_factory(lambda url: create_app(agent, card_url=url, name="rec", description="rec")) as white:
         outcome = await assess(green_url, white, config)
-    assert outcome.state == "completed", outcome.error
+    assert outcome.state == "completed" and outcome.result is not None, outcome.error
     attempts: list[dict[str, Any]] = outcome.result["attempts"]
     assert len(attempts) == 8 and all(a["outcome"] == "success" for a in attempts)
 

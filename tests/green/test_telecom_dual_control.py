@@ -83,7 +83,7 @@ async def test_flaky_faults_in_telecom(green_url: str, runs_dir: Path, fault: st
         if category == "task_incomplete":
             assert "database" not in attempt["failure"]["detail"]  # telecom is scored on assertions, not the DB
             assert attempt["breakdown"]["env_assertions_met"] < attempt["breakdown"]["env_assertions_total"]
-    assert outcome.result["infrastructure_errors"] == 0
+    assert outcome.result is not None and outcome.result["infrastructure_errors"] == 0
     if fault in ("skip_action", "wrong_argument"):
         user_calls = [
             call

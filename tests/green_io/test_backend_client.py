@@ -1,6 +1,6 @@
 """BackendReporter against a small AgentBeats-like backend on loopback: order, retries, exactly-once, the outbox.
 
-(The outage, restart and idempotency tests against our real backend are in tests/backend/test_outbox.py.)"""
+(The outage, restart and idempotency tests against our real backend are in tests/battle_backend/http/test_outbox.py.)"""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from green_agent.service.backend_client import BackendReporter, RetryPolicy, utc_timestamp
+from green_agent.service.backend_client import BackendReporter
+from green_agent.service.outbox import RetryPolicy, utc_timestamp
 from tests.support.servers import serve_app
 
 FAST = RetryPolicy(initial_delay_s=0.01, multiplier=2, max_delay_s=0.05)

@@ -132,8 +132,16 @@ async def test_cancel_a_running_battle(green: GreenServer) -> None:
 
 
 async def test_score_attempts_and_compare_runs_match_the_metrics_library(green: GreenServer) -> None:
-    a = {"t1": [True, True, False, True], "t2": [False, None, False, True], "t3": [True] * 4}
-    b = {"t1": [False, False, True, False], "t2": [True, True, True, True], "t3": [True, False, True, True]}
+    a: dict[str, list[bool | None]] = {
+        "t1": [True, True, False, True],
+        "t2": [False, None, False, True],
+        "t3": [True] * 4,
+    }
+    b: dict[str, list[bool | None]] = {
+        "t1": [False, False, True, False],
+        "t2": [True, True, True, True],
+        "t3": [True, False, True, True],
+    }
     async with control(green) as client:
         summary = structured(await client.call_tool("score_attempts", {"trials": a, "seed": 7}))
         comparison = structured(await client.call_tool("compare_runs", {"a": a, "b": b, "n_bootstrap": 200}))

@@ -194,7 +194,8 @@ def test_finagent_errored_cases_count_in_totals() -> None:
     assert summary.pass_rate == pytest.approx(1 / 3)
     assert summary.mean_faithfulness == pytest.approx(0.6)
     assert summary.mean_tool_selection == pytest.approx(0.5)
-    assert summary.pass_rate_ci_low is not None and summary.pass_rate_ci_low < 1 / 3 < summary.pass_rate_ci_high
+    assert summary.pass_rate_ci_low is not None and summary.pass_rate_ci_high is not None
+    assert summary.pass_rate_ci_low < 1 / 3 < summary.pass_rate_ci_high
     assert err.status == "errored" and err.overall is None and err.error == "agent timed out"
     assert FinAgentSummary.model_validate_json(summary.model_dump_json()) == summary
 

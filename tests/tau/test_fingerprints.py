@@ -128,7 +128,7 @@ def test_allow_incomparable_compares_and_the_report_says_so(tmp_path: Path) -> N
 def test_compare_with_legacy_and_equal_fingerprints(
     tmp_path: Path, a: Tau2Build | None, b: Tau2Build | None, code: int
 ) -> None:
-    run_a, run_b = runs(tmp_path, a and fingerprint(a), b and fingerprint(b))
+    run_a, run_b = runs(tmp_path, fingerprint(a) if a else None, fingerprint(b) if b else None)
     result = invoke(run_a, run_b, "--json")
     assert result.exit_code == code, result.output
     if code == 0:

@@ -19,10 +19,10 @@ from pathlib import Path
 import uvicorn
 
 from battle_backend.app import create_app
-from battle_backend.battle_import import ImportFileError, ImportReport, describe, import_files
+from battle_backend.battles.imports import ImportFileError, ImportReport, describe, import_files
 from battle_backend.settings import DEFAULT_DB_PATH, BackendSettings
-from battle_backend.store import BattleStore
-from battle_backend.store_factory import make_store, parse_db
+from battle_backend.store.factory import make_store, parse_db
+from battle_backend.store.protocol import BattleStore
 
 DB_ENV = "ARENA_BACKEND_DB"
 """The environment variable that gives ``--db`` its default (containers set it; a password stays in PGPASSWORD)."""

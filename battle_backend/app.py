@@ -21,23 +21,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from battle_backend.api_models import ApiError
-from battle_backend.body_limits import BodyCap, BodyLimitMiddleware
+from battle_backend.battles.api_models import ApiError
+from battle_backend.battles.scheduler import BattleScheduler
+from battle_backend.battles.service import BattleService
 from battle_backend.context import BackendContext
-from battle_backend.live import BattleChange, LiveHub
-from battle_backend.live_feeds import LiveFeeds
-from battle_backend.mcp_platform import MCP_PATH, MESSAGES_PATH, PlatformMcp
-from battle_backend.records import BattleState
-from battle_backend.rendering import Renderer
-from battle_backend.routes_api import api_routes
-from battle_backend.routes_live import live_routes
-from battle_backend.routes_web import web_routes
-from battle_backend.scheduler import BattleScheduler
-from battle_backend.security import SecurityHeadersMiddleware
-from battle_backend.service import BattleService
+from battle_backend.http.body import BodyCap, BodyLimitMiddleware
+from battle_backend.http.mcp_platform import MCP_PATH, MESSAGES_PATH, PlatformMcp
+from battle_backend.http.routes_api import api_routes
+from battle_backend.http.routes_live import live_routes
+from battle_backend.http.routes_web import web_routes
+from battle_backend.http.security import SecurityHeadersMiddleware
+from battle_backend.live.hub import BattleChange, LiveHub
 from battle_backend.settings import BackendSettings
-from battle_backend.store import BattleStore, StoreNotice, StoreUnavailable, WriteFailed
-from battle_backend.store_factory import make_store
+from battle_backend.store.factory import make_store
+from battle_backend.store.protocol import BattleStore, StoreNotice, StoreUnavailable, WriteFailed
+from battle_backend.store.records import BattleState
+from battle_backend.views.live_feeds import LiveFeeds
+from battle_backend.views.rendering import Renderer
 
 logger = logging.getLogger(__name__)
 

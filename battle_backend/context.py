@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import httpx
 
-from battle_backend.live import LiveHub
-from battle_backend.live_feeds import LiveFeeds
-from battle_backend.rendering import Renderer
-from battle_backend.scheduler import BattleScheduler
-from battle_backend.service import BattleService
+from battle_backend.battles.scheduler import BattleScheduler
+from battle_backend.battles.service import BattleService
+from battle_backend.live.hub import LiveHub
 from battle_backend.settings import BackendSettings
-from battle_backend.store import BattleStore
+from battle_backend.store.protocol import BattleStore
+from battle_backend.views.live_feeds import LiveFeeds
+from battle_backend.views.rendering import Renderer
 
 
 @dataclass(frozen=True)

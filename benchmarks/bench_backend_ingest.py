@@ -67,7 +67,7 @@ for _path in (str(REPO), str(BENCH)):
 
 from backend_process import free_port, start_backend, stop_backend, wait_healthy  # noqa: E402
 
-from battle_backend.postgres_store import is_postgres_url  # noqa: E402
+from battle_backend.store.postgres.store import is_postgres_url  # noqa: E402
 from battle_backend.testing import FakeA2AAgent, FakeLauncher, serve_app  # noqa: E402
 
 SETUP_LIMIT_S = 60.0

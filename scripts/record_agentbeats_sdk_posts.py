@@ -22,7 +22,7 @@ What it does, offline (loopback only; proxies point at a dead port so nothing ca
    also takes a Unix-time number there, so the SDK's own progress and result bodies are posted once more to a second
    seeded battle with the timestamp replaced by an int and a float (``numeric_timestamp_variants``: made by this
    script, not by the SDK, and marked so), with the real backend's statuses and the result it stores;
-5. writes the fixture (default ``tests/backend/fixtures/agentbeats_sdk_posts.json``) with a header naming the
+5. writes the fixture (default ``tests/battle_backend/fixtures/agentbeats_sdk_posts.json``) with a header naming the
    versions, the command and the recorded battle ids, plus what the real backend holds afterwards (state, result).
 
 A new recording differs from the committed one in the SDK's wall-clock timestamps only.

@@ -12,7 +12,7 @@
     return window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
   }
 
-  // --- the attempt filter (same rule as battle_backend/attempt_filter.py) -----------------------------------
+  // --- the attempt filter (same rule as battle_backend/views/attempt_filter.py) -----------------------------------
   function filterValues(form) {
     var values = { outcome: "", category: "", task: "" };
     if (!form) { return values; }

@@ -6,7 +6,7 @@ Nothing here computes a statistic of its own: per-task and macro numbers come fr
 :func:`render_markdown` is the one source of a battle's markdown: summary.md, the A2A "Result" artifact's text, the
 backend result's ``markdown_content`` are all its output (the battle keeps it as ``Battle.markdown``). The battle
 backend's result table and chart are HTML views it draws from the same BattleResult JSON
-(battle_backend/result_views.py), not a second markdown. ``arena run``'s terminal does not show it: it ends with a
+(battle_backend/views/results.py), not a second markdown. ``arena run``'s terminal does not show it: it ends with a
 short verdict read from summary.json (launcher/cli/run_verdict.py), the markdown being summary.md.
 """
 

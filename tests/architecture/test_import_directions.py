@@ -4,6 +4,10 @@ Every ``import`` and ``from ... import`` of every module counts, also those insi
 ``TYPE_CHECKING``: a lazy import is still a dependency, and a type-only one still ties two parts together.
 
 - battle_backend knows nothing of the agents nor of the launcher (it is a server that speaks HTTP to them);
+- inside battle_backend, one arrow per layer (battle_backend/README.md): ``http`` may import everything;
+  ``views`` nothing of ``http``; ``battles`` nothing of ``http`` or ``views``; the ``live`` hub nothing of those
+  nor of ``battles`` (they publish to it); ``store`` nothing of any of them; the two stores not each other; and
+  no layer imports the wiring at the root (``app``, ``context``, ``__main__``, ``testing``);
 - white_agent is a standalone example agent: nothing of the other packages;
 - green_agent imports nothing of launcher, battle_backend or white_agent;
 - the battle engine imports nothing of the service around it, nor of the dataset evaluations;
@@ -22,8 +26,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+BACKEND_ROOT = ("battle_backend.app", "battle_backend.context", "battle_backend.__main__", "battle_backend.testing")
+"""The backend's wiring at the package root: only the root and ``http`` import it."""
+
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "battle_backend": ("green_agent", "white_agent", "launcher"),
+    "battle_backend.views": ("battle_backend.http", *BACKEND_ROOT),
+    "battle_backend.battles": ("battle_backend.http", "battle_backend.views", *BACKEND_ROOT),
+    "battle_backend.live": ("battle_backend.http", "battle_backend.views", "battle_backend.battles", *BACKEND_ROOT),
+    "battle_backend.store": (
+        "battle_backend.http",
+        "battle_backend.views",
+        "battle_backend.battles",
+        "battle_backend.live",
+        *BACKEND_ROOT,
+    ),
+    "battle_backend.store.sqlite": ("battle_backend.store.postgres",),
+    "battle_backend.store.postgres": ("battle_backend.store.sqlite",),
     "white_agent": ("green_agent", "launcher", "battle_backend"),
     "green_agent": ("launcher", "battle_backend", "white_agent"),
     "green_agent.engine": ("green_agent.service", "green_agent.evaluations"),
@@ -116,7 +135,8 @@ def test_the_tree_keeps_its_import_directions() -> None:
 def test_every_rule_names_an_existing_package() -> None:
     # A renamed package would silently turn its rule into a no-op.
     for name in [*FORBIDDEN, STATISTICS, *(b for banned in FORBIDDEN.values() for b in banned)]:
-        assert (ROOT / name.replace(".", "/")).is_dir(), name
+        path = ROOT / name.replace(".", "/")
+        assert path.is_dir() or path.with_suffix(".py").is_file(), name
 
 
 @pytest.mark.parametrize(
@@ -126,6 +146,40 @@ def test_every_rule_names_an_existing_package() -> None:
         ("white_agent/x.py", "def f():\n    import green_agent.engine.config\n", "forbidden for white_agent"),
         ("green_agent/engine/x.py", "from ..service import running_battles\n", "forbidden for green_agent.engine"),
         ("green_agent/engine/x.py", "from green_agent import evaluations\n", "forbidden for green_agent.engine"),
+        ("battle_backend/store/x.py", "from battle_backend.http import body\n", "forbidden for battle_backend.store"),
+        ("battle_backend/store/x.py", "from ..battles import service\n", "forbidden for battle_backend.store"),
+        ("battle_backend/store/x.py", "from battle_backend.live import hub\n", "forbidden for battle_backend.store"),
+        (
+            "battle_backend/store/sqlite/x.py",
+            "from ..postgres import store\n",
+            "forbidden for battle_backend.store.sqlite",
+        ),
+        (
+            "battle_backend/store/postgres/x.py",
+            "import battle_backend.store.sqlite\n",
+            "forbidden for battle_backend.store.postgres",
+        ),
+        (
+            "battle_backend/live/x.py",
+            "from battle_backend.battles import service\n",
+            "forbidden for battle_backend.live",
+        ),
+        (
+            "battle_backend/battles/x.py",
+            "from battle_backend.views import rendering\n",
+            "forbidden for battle_backend.battles",
+        ),
+        ("battle_backend/battles/x.py", "from battle_backend import context\n", "forbidden for battle_backend.battles"),
+        (
+            "battle_backend/views/x.py",
+            "from battle_backend.http import routes_web\n",
+            "forbidden for battle_backend.views",
+        ),
+        (
+            "battle_backend/views/x.py",
+            "from battle_backend.app import create_app\n",
+            "forbidden for battle_backend.views",
+        ),
         ("green_agent/statistics/x.py", "import httpx\n", "the statistics may import only"),
         ("green_agent/statistics/x.py", "from pathlib import Path\n", "the statistics may import only"),
     ],

@@ -21,7 +21,7 @@ from battle_backend.testing import FakeA2AAgent, FakeLauncher
 from green_agent.engine.config import ConfigError
 from launcher.cli.app import app
 from launcher.cli.register_command import RegisterOptions, RegistrationError, register_agents
-from tests.backend.conftest import RunningBackend, run_backend
+from tests.battle_backend.conftest import RunningBackend, run_backend
 from tests.support.servers import serve_app
 
 LIMIT_S = 60.0

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from battle_backend.rendering import Renderer
-from battle_backend.result_views import build_result_view, usage_rows
+from battle_backend.views.rendering import Renderer
+from battle_backend.views.results import build_result_view, usage_rows
 from green_agent.engine.config import (
     BattleConfig,
     ConfigError,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from battle_backend.body_limits import JsonLimits, check_json_value
+from battle_backend.battles.json_limits import JsonLimits, check_json_value
 from battle_backend.settings import BackendSettings
 from green_agent.engine.events import BattleEvent
 from green_agent.engine.report import render_markdown, winner_for

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from battle_backend.body_limits import JsonLimits, check_json_value
+from battle_backend.battles.json_limits import JsonLimits, check_json_value
 from green_agent.service.trajectory_post import (
     MAX_STRING_CHARS,
     MAX_TRAJECTORY_BYTES,

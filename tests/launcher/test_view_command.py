@@ -24,7 +24,7 @@ import typer
 from launcher_test_helpers import REPO, subprocess_environment, wait_gone
 from typer.testing import CliRunner
 
-from battle_backend.battle_import import load_import_file
+from battle_backend.battles.imports import load_import_file
 from battle_backend.settings import BackendSettings
 from green_agent.engine.events import BattleEvent
 from green_agent.engine.results import BattleResult

@@ -14,7 +14,7 @@ import pytest
 from green_agent.service.a2a_server import create_app
 from green_agent.service.operator_auth import OperatorToken
 from launcher.cli.assessment_client import AssessmentOutcome
-from tests.backend.conftest import Arena, arena_on, run_backend
+from tests.battle_backend.conftest import Arena, arena_on, run_backend
 from tests.green.conftest import assess, white_agent
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from battle_backend.arena_results import arena_schema_problem, parse_arena_result
-from battle_backend.result_views import build_result_view, generic_result_view
-from tests.backend.conftest import Arena, result
-from tests.backend.sample_result import battle_result as foreign_result
+from battle_backend.battles.arena_results import arena_schema_problem, parse_arena_result
+from battle_backend.views.results import build_result_view, generic_result_view
+from tests.battle_backend.conftest import Arena, result
+from tests.battle_backend.sample_result import battle_result as foreign_result
 from tests.results.builders import battle_result
 from tests.results.conftest import RealRun
 
@@ -147,8 +147,8 @@ def test_an_unchecked_invalid_arena_result_falls_back_to_the_tolerant_view() -> 
 async def test_the_platform_mcp_tool_checks_arena_results_like_the_http_path(arena: Arena) -> None:
     from mcp import Client
 
-    from tests.backend.test_mcp_platform import error_text, mcp_url
-    from tests.backend.test_mcp_platform import running_battle as started_battle
+    from tests.battle_backend.http.test_mcp_platform import error_text, mcp_url
+    from tests.battle_backend.http.test_mcp_platform import running_battle as started_battle
 
     battle_id, token, *_ = await started_battle(arena)
     tampered = arena_json()

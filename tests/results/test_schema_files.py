@@ -10,7 +10,7 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
-from battle_backend.arena_results import ARENA_SCHEMA_ID, SCHEMA_FILE
+from battle_backend.battles.arena_results import ARENA_SCHEMA_ID, SCHEMA_FILE
 from green_agent.engine.results import RESULT_SCHEMA_ID, result_json_schema, result_json_schema_text
 from launcher.cli.app import app
 

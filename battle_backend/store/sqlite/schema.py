@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from battle_backend.store.protocol import SchemaTooNew
+
 SCHEMA_V1 = """
 CREATE TABLE agents (
     agent_id      TEXT PRIMARY KEY,
@@ -86,10 +88,6 @@ CREATE UNIQUE INDEX battle_events_event_key ON battle_events (battle_id, verifie
 
 MIGRATIONS: tuple[tuple[int, str], ...] = ((1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3), (4, SCHEMA_V4))
 LATEST_VERSION = MIGRATIONS[-1][0]
-
-
-class SchemaTooNew(RuntimeError):
-    """The file was written by a newer version of the backend."""
 
 
 def current_version(conn: sqlite3.Connection) -> int:

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from battle_backend import BackendSettings
-from battle_backend.store.sqlite.schema import LATEST_VERSION, SchemaTooNew
+from battle_backend.store.protocol import SchemaTooNew
+from battle_backend.store.sqlite.schema import LATEST_VERSION
 from battle_backend.store.sqlite.store import SQLiteStore
 from tests.battle_backend.conftest import RunningBackend, arena_on, progress, result, run_backend, wait_until
 

@@ -23,13 +23,14 @@ from sqlalchemy import create_engine
 
 from battle_backend.store.factory import parse_db
 from battle_backend.store.postgres.appends import PendingAppend
-from battle_backend.store.postgres.schema import SchemaTooNew, alembic_config, head_revision, sqlalchemy_url
+from battle_backend.store.postgres.schema import alembic_config, head_revision, sqlalchemy_url
 from battle_backend.store.postgres.store import PostgresStore, safe_url
 from battle_backend.store.protocol import (
     BattleClosed,
     BattleExists,
     BattleStore,
     DuplicateEvent,
+    SchemaTooNew,
     StartOutcome,
     StoreNotice,
     TokenRejected,

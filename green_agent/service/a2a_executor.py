@@ -1,6 +1,6 @@
 """The green agent's A2A executor: routes each incoming message to the battle protocol it belongs to.
 
-1. AgentBeats ``battle_info`` and ``battle_start`` (parsed by :mod:`green_agent.service.agentbeats`): acknowledged at
+1. AgentBeats ``battle_info`` and ``battle_start`` (parsed by :mod:`green_agent.wire.agentbeats`): acknowledged at
    once with a Message; the battle runs in the background and reports to the ``backend_url`` of
    ``green_battle_context``. A battle_start for a battle that is already running is acknowledged and ignored.
 2. An assessment request ``{"participants": {"white_agent": url}, "config": {...}}``: answered as an A2A Task whose
@@ -26,15 +26,15 @@ from green_agent.engine.config import ConfigError
 from green_agent.engine.events import BattleEvent
 from green_agent.service.a2a_auth import ASSESSMENT_NEEDS_TOKEN, is_operator
 from green_agent.service.a2a_messages import ACCEPTED_FORMATS, assessment_request, message_payload, request_flag
-from green_agent.service.agentbeats import (
+from green_agent.service.backend_target import BackendTarget
+from green_agent.service.running_battles import BattleRegistry
+from green_agent.wire.agentbeats import (
     AgentBeatsMessageError,
     ResultReason,
     parse_battle_info,
     parse_battle_start,
     refusal_reason,
 )
-from green_agent.service.backend_target import BackendTarget
-from green_agent.service.running_battles import BattleRegistry
 
 
 def _reply(text: str, context: RequestContext) -> Message:

@@ -26,14 +26,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from green_agent.engine.config import ConfigError
+from green_agent.wire.agentbeats import CapacityError as CapacityError
 
 DEFAULT_MAX_RUNNING_BATTLES = 4
 DEFAULT_MAX_ATTEMPTS_IN_FLIGHT = 32
 DEFAULT_MAX_QUEUED_BATTLES = 16
-
-
-class CapacityError(ConfigError):
-    """A battle refused because this green agent is at capacity (running and queue full); try again later."""
 
 
 @dataclass(eq=False)

@@ -29,8 +29,7 @@ from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-TOKEN_ENV = "ARENA_OPERATOR_TOKEN"
-"""Environment variable the green agent reads its operator token from (when no flag gives one)."""
+from green_agent.wire.process import TOKEN_ENV as TOKEN_ENV  # the launcher's name for it, too
 
 COOKIE_NAME = "arena_operator"
 MIN_TOKEN_LENGTH = 16

@@ -42,12 +42,12 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from green_agent.wire.process import DEFAULT_RETENTION_S as DEFAULT_RETENTION_S
+from green_agent.wire.process import OUTBOX_FILE as OUTBOX_FILE
+
 log = logging.getLogger(__name__)
 
-OUTBOX_FILE = "outbox.jsonl"
 OUTBOX_FORMAT = "arena.outbox/1"
-DEFAULT_RETENTION_S = 3600.0
-"""How long an undelivered event is kept trying, counted from when it was reported (``--outbox-retention``)."""
 MAX_REASON_CHARS = 300
 """Longest reason kept in a mark or a log line."""
 MAX_ANSWER_BYTES = 4096

@@ -31,9 +31,7 @@ from green_agent.service.admission import (
     Admission,
     Ticket,
 )
-from green_agent.service.agentbeats import ResultReason, refusal_reason
 from green_agent.service.backend_client import BackendReporter
-from green_agent.service.backend_payloads import ResumeBackfill, progress_post_for, result_post
 from green_agent.service.backend_target import (
     BackendTarget,
     read_target,
@@ -42,6 +40,8 @@ from green_agent.service.backend_target import (
     write_target,
 )
 from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE, load_outbox, recent_outboxes
+from green_agent.wire.agentbeats import ResultReason, refusal_reason
+from green_agent.wire.backend_posts import ResumeBackfill, progress_post_for, result_post
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ class BattleRegistry:
             if reporter is not None:
                 await backend_sink(reporter, run_dir)(event)
 
-        backfill = ResumeBackfill(run_dir)
+        backfill = ResumeBackfill(run_dir, run_dir / OUTBOX_FILE)
 
         async def report_journaled(event: BattleEvent) -> None:
             reporter = holder[0].reporter if holder else None

@@ -34,7 +34,7 @@ import httpx
 from rich.console import Console
 
 from green_agent.engine.config import ConfigError, remote_config_dict
-from green_agent.service.outbox import DEFAULT_RETENTION_S
+from green_agent.wire.process import DEFAULT_RETENTION_S
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
 from launcher.cli.backend_api import BackendApi, BackendError
 from launcher.cli.backend_record import BackendRunRecord, read_record

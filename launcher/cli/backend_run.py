@@ -26,7 +26,7 @@ longest the result can take to arrive). The HTTP calls and their bounds are in :
 Exit codes are those of direct mode: 0 the battle completed (whatever the agent scored), 1 harness error, the
 backend put the battle in state error, or it timed out (a draw by timeout), 2 configuration error (before anything
 starts, or the green agent refused the battle: the result's ``detail["reason"]`` is one of
-``green_agent.service.agentbeats.REFUSALS``), 130 Ctrl-C, 128 + signal on SIGTERM/SIGHUP. Every child
+``green_agent.wire.agentbeats.REFUSALS``), 130 Ctrl-C, 128 + signal on SIGTERM/SIGHUP. Every child
 (backend, launchers, and through them the agents) is stopped on every exit path. Agent registrations stay in the
 backend: its battle records and pages refer to them.
 """
@@ -53,8 +53,8 @@ from rich.console import Console
 
 from green_agent.engine.battle_ids import run_dir_for
 from green_agent.engine.config import BattleConfig, ConfigError, remote_config_dict
-from green_agent.service.agentbeats import REFUSALS
-from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE
+from green_agent.wire.agentbeats import REFUSALS
+from green_agent.wire.process import DEFAULT_RETENTION_S, OUTBOX_FILE
 from launcher.cli.assessment_client import AssessmentOutcome
 from launcher.cli.backend_api import BackendApi, BackendError
 from launcher.cli.backend_follow import Follower, GreenWatch

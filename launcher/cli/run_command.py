@@ -34,7 +34,7 @@ from rich.console import Console
 
 from green_agent.engine.config import ConfigError, remote_config_dict
 from green_agent.engine.run_store import RUN_FILE, summary_status
-from green_agent.service.operator_auth import TOKEN_ENV
+from green_agent.wire.process import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
 from launcher.cli.battle_display import BattleDisplay, say
 from launcher.cli.resume import ResumePlan, plan_resume, refuse_existing, write_scenario_record

@@ -5,7 +5,7 @@ agent's ``runs/``) on the same pages as a live one. Rather than a second rendere
 throwaway backend (``python -m battle_backend --import FILE``) exactly as the green agent would have reported it:
 every event of ``events.jsonl`` becomes the progress body the live sink posts (the ``attempt_finished`` ones with
 the attempt's trajectory), and the summary the result body, both built by
-:mod:`green_agent.service.backend_payloads`, the module the green agent posts with. So the imported page equals the
+:mod:`green_agent.wire.backend_posts`, the module the green agent posts with. So the imported page equals the
 live one.
 
 A run that did not complete:
@@ -51,7 +51,7 @@ from green_agent.run_files import (
     read_run_file,
     run_file_exists,
 )
-from green_agent.service.backend_payloads import progress_post_from_run, result_post
+from green_agent.wire.backend_posts import progress_post_from_run, result_post
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from green_agent.run_files import (
     open_run_file,
     read_run_file,
 )
-from green_agent.service.trajectory_post import trajectory_for_event
 from green_agent.statistics import summarize_trials
+from green_agent.wire.trajectory import trajectory_for_event
 from launcher.cli.app import app
 from launcher.cli.export_command import ExportError, load_battles
 from launcher.cli.view_import import RunDirError, build_import

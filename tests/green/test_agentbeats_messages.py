@@ -11,7 +11,7 @@ import pytest
 
 from green_agent.engine.battle_ids import BattleIdError
 from green_agent.engine.config import ConfigError
-from green_agent.service.agentbeats import (
+from green_agent.wire.agentbeats import (
     REFUSALS,
     AgentBeatsMessageError,
     ResultReason,

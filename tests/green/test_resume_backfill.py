@@ -12,8 +12,8 @@ import pytest
 
 from green_agent.engine.results import AttemptResult
 from green_agent.engine.run_store import ATTEMPTS_FILE
-from green_agent.service.backend_payloads import attempts_in_outbox
 from green_agent.service.outbox import OUTBOX_FILE, OutboxEntry, header_line, mark_line
+from green_agent.wire.backend_posts import attempts_in_outbox
 from tests.green.conftest import assess, white_agent
 from tests.green.recording_backend import Recorded, make_recording_backend
 from tests.green.test_agentbeats_flow import battle_start, send_v03

@@ -8,7 +8,7 @@ trajectory read of :func:`progress_post_for` (in a worker thread) and :func:`pro
 Sizes: a progress event is refused by our backend above ``max_event_bytes`` (256 KiB by default, compact UTF-8
 JSON of the whole body) and a refusal is permanent (4xx): the attempt's event would be lost with its trajectory. So
 the trajectory gets what the rest of the body leaves of :data:`MAX_PROGRESS_EVENT_BYTES` (at most
-:data:`~green_agent.service.trajectory_post.MAX_TRAJECTORY_BYTES`), or is left out when that is too little.
+:data:`~green_agent.wire.trajectory.MAX_TRAJECTORY_BYTES`), or is left out when that is too little.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from typing import Any, Final
 from green_agent.engine.events import AttemptFinished, BattleEvent
 from green_agent.engine.report import render_markdown, winner_for
 from green_agent.engine.results import BattleResult
-from green_agent.service.outbox import OUTBOX_FILE
-from green_agent.service.trajectory_post import (
+from green_agent.wire.trajectory import (
     MAX_TRAJECTORY_BYTES,
     MIN_TRAJECTORY_BYTES,
     trajectory_for_event,
@@ -176,8 +175,9 @@ class ResumeBackfill:
 
     One per battle: the outbox is read once (in a worker thread), at the first re-emitted event."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, outbox: Path) -> None:
         self._run_dir = run_dir
+        self._outbox = outbox
         self._reported: set[tuple[str, int]] | None = None
 
     async def missing(self, event: BattleEvent) -> ProgressPost | None:
@@ -186,7 +186,7 @@ class ResumeBackfill:
         if not isinstance(typed, AttemptFinished):
             return None
         if self._reported is None:
-            self._reported = await asyncio.to_thread(attempts_in_outbox, self._run_dir / OUTBOX_FILE)
+            self._reported = await asyncio.to_thread(attempts_in_outbox, self._outbox)
         key = (typed.task_key, typed.attempt)
         if key in self._reported:
             return None

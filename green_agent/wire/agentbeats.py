@@ -30,7 +30,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from green_agent.body_limits import json_shape_problem
 from green_agent.engine.battle_ids import BattleIdError, validate_battle_id
 from green_agent.engine.config import ConfigError
-from green_agent.service.admission import CapacityError
 
 
 class ResultReason(StrEnum):
@@ -52,6 +51,11 @@ class ResultReason(StrEnum):
 
 REFUSALS = frozenset({ResultReason.CONFIG_INVALID, ResultReason.REQUEST_INVALID})
 """The reasons that mean "the battle could not start" (a configuration error for whoever asked for it)."""
+
+
+class CapacityError(ConfigError):
+    """A battle refused because this green agent is at capacity (running and queue full); try again later (reason
+    ``busy``; raised by :mod:`green_agent.service.admission`)."""
 
 
 class AgentBeatsMessageError(ConfigError):

@@ -19,7 +19,7 @@ than 64 digits) become strings, lone surrogates U+FFFD, so one odd value cannot 
 Reading (:func:`read_trajectory`) streams the file and keeps at most about two budgets of converted messages in
 memory (the first ones and a sliding window of the last ones), so a huge file costs time proportional to its size
 but bounded memory. It is blocking: the reporting sink runs it in a worker thread
-(:func:`green_agent.service.backend_payloads.progress_post_for`). A missing, unreadable or
+(:func:`green_agent.wire.backend_posts.progress_post_for`). A missing, unreadable or
 corrupt file gives None (logged at debug), never an exception.
 """
 

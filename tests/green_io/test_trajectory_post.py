@@ -28,9 +28,7 @@ from green_agent.wire.trajectory import (
 )
 
 
-def message(
-    step: int, role: str = "assistant", content: Any = "hello", **extra: Any
-) -> dict[str, Any]:
+def message(step: int, role: str = "assistant", content: Any = "hello", **extra: Any) -> dict[str, Any]:
     """A tau2 message as the engine writes it to a trajectory file."""
     seconds = step % 60
     record = {"role": role, "content": content, "tool_calls": None, "turn_idx": step}
@@ -40,9 +38,7 @@ def message(
 
 def write_file(path: Path, records: list[Any], header: bool = True) -> Path:
     lines = [{"attempt": {"battle_id": "b", "outcome": "failure"}}] if header else []
-    path.write_text(
-        "\n".join(json.dumps(r) for r in [*lines, *records]) + "\n", encoding="utf-8"
-    )
+    path.write_text("\n".join(json.dumps(r) for r in [*lines, *records]) + "\n", encoding="utf-8")
     return path
 
 
@@ -60,24 +56,12 @@ def backend_accepts(value: Any) -> int:
 
 
 def test_a_small_conversation_is_posted_whole_in_the_contract_shape() -> None:
-    call = {
-        "id": "call_001",
-        "name": "get_order_details",
-        "arguments": {"order_id": "#W1"},
-        "requestor": "assistant",
-    }
+    call = {"id": "call_001", "name": "get_order_details", "arguments": {"order_id": "#W1"}, "requestor": "assistant"}
     records = [
         message(0, content="Hi! How can I help?"),
         message(1, role="user", content="cancel my order"),
         message(2, content=None, tool_calls=[call]),
-        {
-            "id": "call_001",
-            "role": "tool",
-            "content": "{}",
-            "requestor": "assistant",
-            "error": True,
-            "turn_idx": 3,
-        },
+        {"id": "call_001", "role": "tool", "content": "{}", "requestor": "assistant", "error": True, "turn_idx": 3},
     ]
     trajectory = compact_records(records)
     assert trajectory["schema"] == TRAJECTORY_SCHEMA
@@ -85,45 +69,21 @@ def test_a_small_conversation_is_posted_whole_in_the_contract_shape() -> None:
     assert trajectory["omitted_messages"] == 0
     assert trajectory["truncated"] is False
     first, _, with_call, tool = trajectory["messages"]
-    assert set(first) == {
-        "step",
-        "role",
-        "content",
-        "tool_calls",
-        "tool_call_id",
-        "error",
-        "timestamp",
-        "latency_s",
-    }
+    assert set(first) == {"step", "role", "content", "tool_calls", "tool_call_id", "error", "timestamp", "latency_s"}
     assert first["latency_s"] is None
     assert with_call["tool_calls"] == [call]
     assert with_call["latency_s"] == 1.0
-    assert (tool["role"], tool["tool_call_id"], tool["error"], tool["step"]) == (
-        "tool",
-        "call_001",
-        True,
-        3,
-    )
+    assert (tool["role"], tool["tool_call_id"], tool["error"], tool["step"]) == ("tool", "call_001", True, 3)
     assert tool["timestamp"] is None and tool["latency_s"] is None
 
 
 def test_huge_strings_are_cut_and_say_so() -> None:
     huge = "x" * 1_000_000
-    call = {
-        "id": "c",
-        "name": "n" * 10_000,
-        "arguments": {"text": huge, huge: 1},
-        "requestor": "assistant",
-    }
-    trajectory = compact_records(
-        [message(0, content=huge), message(1, tool_calls=[call])]
-    )
+    call = {"id": "c", "name": "n" * 10_000, "arguments": {"text": huge, huge: 1}, "requestor": "assistant"}
+    trajectory = compact_records([message(0, content=huge), message(1, tool_calls=[call])])
     assert trajectory["truncated"] is True
     content = trajectory["messages"][0]["content"]
-    assert (
-        content.startswith("x" * MAX_STRING_CHARS)
-        and len(content) < MAX_STRING_CHARS + 100
-    )
+    assert content.startswith("x" * MAX_STRING_CHARS) and len(content) < MAX_STRING_CHARS + 100
     assert "996000 more characters" in content
     posted_call = trajectory["messages"][1]["tool_calls"][0]
     assert len(posted_call["name"]) < 300
@@ -131,16 +91,9 @@ def test_huge_strings_are_cut_and_say_so() -> None:
     assert backend_accepts(trajectory) <= MAX_TRAJECTORY_BYTES
 
 
-def test_ten_thousand_messages_keep_the_first_and_last_within_the_budget(
-    tmp_path: Path,
-) -> None:
+def test_ten_thousand_messages_keep_the_first_and_last_within_the_budget(tmp_path: Path) -> None:
     records = [
-        message(
-            i,
-            role="user" if i % 2 else "assistant",
-            content=f"message {i} " + "y" * 200,
-        )
-        for i in range(10_000)
+        message(i, role="user" if i % 2 else "assistant", content=f"message {i} " + "y" * 200) for i in range(10_000)
     ]
     path = write_file(tmp_path / "t.jsonl", records)
     trajectory = read_trajectory(path)
@@ -164,19 +117,12 @@ def test_a_smaller_budget_is_kept_too() -> None:
     for budget in (8 * 1024, 50_000, 100_000):
         trajectory = compact_records(records, max_bytes=budget)
         assert json_size(trajectory) <= budget
-        assert (
-            trajectory["messages"][0]["step"] == 0
-            and trajectory["messages"][-1]["step"] == 99
-        )
+        assert trajectory["messages"][0]["step"] == 0 and trajectory["messages"][-1]["step"] == 99
 
 
 def test_one_enormous_message_is_shrunk_to_its_share_not_dropped() -> None:
     wide = {f"k{i}": "v" * 3999 for i in range(5000)}  # 20 MB of arguments in one call
-    records = [
-        message(0),
-        message(1, tool_calls=[{"id": "c", "name": "f", "arguments": wide}]),
-        message(2),
-    ]
+    records = [message(0), message(1, tool_calls=[{"id": "c", "name": "f", "arguments": wide}]), message(2)]
     trajectory = compact_records(records)
     assert [m["step"] for m in trajectory["messages"]] == [0, 1, 2]
     assert trajectory["omitted_messages"] == 0 and trajectory["truncated"] is True
@@ -185,45 +131,25 @@ def test_one_enormous_message_is_shrunk_to_its_share_not_dropped() -> None:
 
 
 def test_hostile_content_stays_data() -> None:
-    forged = json.dumps(
-        {"schema": TRAJECTORY_SCHEMA, "omitted_messages": 999, "messages": []}
-    )
+    forged = json.dumps({"schema": TRAJECTORY_SCHEMA, "omitted_messages": 999, "messages": []})
     script = "<script>alert(document.cookie)</script><img src=x onerror=alert(1)>"
     deep: Any = "bottom"
     for _ in range(500):
         deep = {"d": [deep]}
     records = [
         message(0, content=forged),
-        message(
-            1, role="admin", content=script, messages=["injected"], omitted_messages=5
-        ),
-        message(
-            2,
-            content={"not": "a string"},
-            tool_calls=[{"id": 1, "name": None, "arguments": deep}],
-        ),
-        message(
-            3,
-            content="lone \ud800 surrogate",
-            tool_calls=[{"arguments": {"n": math.nan, "big": 10**100}}],
-        ),
+        message(1, role="admin", content=script, messages=["injected"], omitted_messages=5),
+        message(2, content={"not": "a string"}, tool_calls=[{"id": 1, "name": None, "arguments": deep}]),
+        message(3, content="lone \ud800 surrogate", tool_calls=[{"arguments": {"n": math.nan, "big": 10**100}}]),
         message(4, role="tool", id='call\u0000\n"x', error="yes"),
     ]
     trajectory = compact_records(records)
     first, second, third, fourth, fifth = trajectory["messages"]
     assert first["content"] == forged and trajectory["omitted_messages"] == 0
-    assert (
-        second["content"] == script
-        and second["role"] == "system"
-        and "messages" not in second
-    )
+    assert second["content"] == script and second["role"] == "system" and "messages" not in second
     assert third["content"] == '{"not": "a string"}'
-    assert (
-        third["tool_calls"][0]["id"] == "1" and third["tool_calls"][0]["name"] is None
-    )
-    assert (
-        depth(trajectory) <= 24
-    )  # the backend refuses JSON nested deeper than 64 levels
+    assert third["tool_calls"][0]["id"] == "1" and third["tool_calls"][0]["name"] is None
+    assert depth(trajectory) <= 24  # the backend refuses JSON nested deeper than 64 levels
     assert fourth["content"] == "lone \ufffd surrogate"
     assert fourth["tool_calls"][0]["arguments"] == {"n": "nan", "big": str(10**100)}
     assert fifth["tool_call_id"] == 'call\u0000\n"x' and fifth["error"] is False
@@ -237,22 +163,12 @@ def test_hostile_content_stays_data() -> None:
         ("2026-11-23T01:37:51Z", "2026-11-23T01:38:51+00:00", 60.0),
         (None, "2026-11-23T01:37:51", None),
         ("2026-11-23T01:37:51", "not a time", None),
-        (
-            "2026-11-23T01:37:52",
-            "2026-11-23T01:37:51",
-            None,
-        ),  # the clock went backwards
-        (
-            "2026-11-23T01:37:51",
-            "2026-11-23T01:37:52Z",
-            None,
-        ),  # naive and aware cannot be compared
+        ("2026-11-23T01:37:52", "2026-11-23T01:37:51", None),  # the clock went backwards
+        ("2026-11-23T01:37:51", "2026-11-23T01:37:52Z", None),  # naive and aware cannot be compared
         (12, "2026-11-23T01:37:51", None),
     ],
 )
-def test_latency_is_the_delta_to_the_previous_message(
-    previous: Any, current: Any, expected: float | None
-) -> None:
+def test_latency_is_the_delta_to_the_previous_message(previous: Any, current: Any, expected: float | None) -> None:
     assert latency_s(previous, current) == expected
 
 
@@ -261,24 +177,17 @@ def test_latency_spans_dropped_messages_correctly(tmp_path: Path) -> None:
     trajectory = read_trajectory(write_file(tmp_path / "t.jsonl", records))
     assert trajectory["omitted_messages"] > 0
     # Every kept message's latency is to its predecessor in the file (one second), also right after the gap.
-    assert all(
-        m["latency_s"] == 1.0 for m in trajectory["messages"][1:] if m["step"] % 60
-    )
+    assert all(m["latency_s"] == 1.0 for m in trajectory["messages"][1:] if m["step"] % 60)
 
 
 def test_the_header_line_is_not_posted(tmp_path: Path) -> None:
-    trajectory = read_trajectory(
-        write_file(tmp_path / "t.jsonl", [message(0), message(1)])
-    )
+    trajectory = read_trajectory(write_file(tmp_path / "t.jsonl", [message(0), message(1)]))
     assert trajectory["message_count"] == 2
     assert "attempt" not in json.dumps(trajectory)
 
 
 def test_a_line_the_engine_cut_is_shown_as_its_preview(tmp_path: Path) -> None:
-    path = write_file(
-        tmp_path / "t.jsonl",
-        [message(0), {"cut": True, "preview": '{"role": "tool", "content": "...'}],
-    )
+    path = write_file(tmp_path / "t.jsonl", [message(0), {"cut": True, "preview": '{"role": "tool", "content": "...'}])
     cut = read_trajectory(path)["messages"][1]
     assert cut["role"] == "system" and cut["content"].startswith('{"role": "tool"')
 
@@ -286,10 +195,7 @@ def test_a_line_the_engine_cut_is_shown_as_its_preview(tmp_path: Path) -> None:
 def test_corrupt_or_missing_files_give_no_trajectory(tmp_path: Path) -> None:
     corrupt = tmp_path / "trajectories" / "retail-test-0001-attempt01.jsonl"
     corrupt.parent.mkdir()
-    corrupt.write_text(
-        '{"attempt": {}}\n{"role": "user", "content": "a"}\nnot json\n',
-        encoding="utf-8",
-    )
+    corrupt.write_text('{"attempt": {}}\n{"role": "user", "content": "a"}\nnot json\n', encoding="utf-8")
     with pytest.raises(TrajectoryFileError):
         read_trajectory(corrupt)
     data = {
@@ -298,12 +204,7 @@ def test_corrupt_or_missing_files_give_no_trajectory(tmp_path: Path) -> None:
         "trajectory_file": "trajectories/retail-test-0001-attempt01.jsonl",
     }
     assert trajectory_for_event(tmp_path, data) is None
-    assert (
-        trajectory_for_event(
-            tmp_path, {**data, "trajectory_file": "trajectories/absent.jsonl"}
-        )
-        is None
-    )
+    assert trajectory_for_event(tmp_path, {**data, "trajectory_file": "trajectories/absent.jsonl"}) is None
     corrupt.write_text("[1, 2]\n", encoding="utf-8")
     assert trajectory_for_event(tmp_path, data) is None
     corrupt.write_bytes(b"\xff\xfe garbage")
@@ -312,11 +213,7 @@ def test_corrupt_or_missing_files_give_no_trajectory(tmp_path: Path) -> None:
 
 
 def test_where_the_file_is_found(tmp_path: Path) -> None:
-    reported = {
-        "task_key": "retail/test/7",
-        "attempt": 2,
-        "trajectory_file": "trajectories/x.jsonl",
-    }
+    reported = {"task_key": "retail/test/7", "attempt": 2, "trajectory_file": "trajectories/x.jsonl"}
     assert trajectory_path(tmp_path, reported) == tmp_path / "trajectories" / "x.jsonl"
     # Before the engine reported the path: its naming rule (split "-" is written "all").
     assert trajectory_path(tmp_path, {"task_key": "retail/test/7", "attempt": 2}) == (

@@ -33,12 +33,7 @@ from green_agent.service.running_battles import backend_sink
 from green_agent.wire.backend_posts import ProgressPost, result_post
 from green_agent.wire.trajectory import read_trajectory
 from launcher.cli.view_command import EXIT_NOT_A_RUN, view_command
-from launcher.cli.view_import import (
-    IMPORT_SCHEMA,
-    RunDirError,
-    build_import,
-    write_import,
-)
+from launcher.cli.view_import import IMPORT_SCHEMA, RunDirError, build_import, write_import
 from launcher.ports import free_port
 
 BATTLE = "view-e2e"
@@ -79,15 +74,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("view")
     scenario = root / "scenario.toml"
     scenario.write_text(SCENARIO, encoding="utf-8")
-    argv = [
-        sys.executable,
-        "-m",
-        "launcher",
-        "run",
-        str(scenario),
-        "--runs-dir",
-        str(root / "runs"),
-    ]
+    argv = [sys.executable, "-m", "launcher", "run", str(scenario), "--runs-dir", str(root / "runs")]
     done = subprocess.run(
         [*argv, "--battle-id", BATTLE, "--quiet"],
         cwd=REPO,
@@ -113,9 +100,7 @@ def copy_run(run_dir: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def accepted_by_the_backend(
-    document: dict[str, Any], tmp_path: Path
-) -> tuple[list[dict[str, Any]], Any]:
+def accepted_by_the_backend(document: dict[str, Any], tmp_path: Path) -> tuple[list[dict[str, Any]], Any]:
     """The backend's own loader reads the file (it refuses what the API would refuse)."""
     path = tmp_path / "import.json"
     write_import(document, path)
@@ -123,33 +108,18 @@ def accepted_by_the_backend(
     return events, result
 
 
-async def test_the_import_file_holds_the_bodies_the_green_agent_posts_live(
-    run_dir: Path, tmp_path: Path
-) -> None:
+async def test_the_import_file_holds_the_bodies_the_green_agent_posts_live(run_dir: Path, tmp_path: Path) -> None:
     run = build_import(run_dir)
     document = run.document
-    assert (
-        document["schema"] == IMPORT_SCHEMA
-        and run.status == "completed"
-        and not run.warnings
-    )
+    assert document["schema"] == IMPORT_SCHEMA and run.status == "completed" and not run.warnings
     battle = document["battle"]
     assert battle["battle_id"] == BATTLE
-    assert (
-        battle["opponents"][0]["name"] == "white_agent"
-        and battle["opponents"][0]["alias"] == "white agent (flaky)"
-    )
+    assert battle["opponents"][0]["name"] == "white_agent" and battle["opponents"][0]["alias"] == "white agent (flaky)"
     # What the live sink posts for the same events (the backend sink of the registry, trajectories included).
     live: list[ProgressPost] = []
 
     class Reporter:
-        def progress(
-            self,
-            message: str,
-            *,
-            detail: dict[str, Any],
-            markdown_content: str | None = None,
-        ) -> None:
+        def progress(self, message: str, *, detail: dict[str, Any], markdown_content: str | None = None) -> None:
             live.append(ProgressPost(message, detail, markdown_content))
 
     sink = backend_sink(Reporter(), run_dir)  # type: ignore[arg-type]
@@ -159,11 +129,7 @@ async def test_the_import_file_holds_the_bodies_the_green_agent_posts_live(
     assert len(document["events"]) == len(raw_events) == run.events
     for body, post, raw in zip(document["events"], live, raw_events, strict=True):
         assert body == post.body(raw["timestamp"])
-    finished = [
-        body
-        for body in document["events"]
-        if body["detail"]["type"] == "attempt_finished"
-    ]
+    finished = [body for body in document["events"] if body["detail"]["type"] == "attempt_finished"]
     assert len(finished) == run.attempts == run.trajectories == 4
     for body in finished:
         detail = body["detail"]
@@ -174,21 +140,13 @@ async def test_the_import_file_holds_the_bodies_the_green_agent_posts_live(
     expected = result_post(summary, markdown, "white_agent").body(summary.finished_at)
     assert document["result"] == expected
     events, result = accepted_by_the_backend(document, tmp_path)
-    assert (
-        len(events) == run.events
-        and result is not None
-        and result["winner"] == expected["winner"]
-    )
+    assert len(events) == run.events and result is not None and result["winner"] == expected["winner"]
 
 
-def test_an_interrupted_run_shows_its_events_without_a_result(
-    run_dir: Path, tmp_path: Path
-) -> None:
+def test_an_interrupted_run_shows_its_events_without_a_result(run_dir: Path, tmp_path: Path) -> None:
     copy = copy_run(run_dir, tmp_path)
     summary = json.loads((copy / "summary.json").read_text(encoding="utf-8"))
-    (copy / "summary.json").write_text(
-        json.dumps({**summary, "status": "interrupted"}), encoding="utf-8"
-    )
+    (copy / "summary.json").write_text(json.dumps({**summary, "status": "interrupted"}), encoding="utf-8")
     run = build_import(copy)
     assert run.status == "interrupted" and run.document["result"] is None
     assert run.events == len(read_events(copy)) and run.trajectories == 4
@@ -196,9 +154,7 @@ def test_an_interrupted_run_shows_its_events_without_a_result(
     assert result is None and len(events) == run.events
 
 
-def test_a_run_stopped_before_its_summary_is_rebuilt_from_its_attempts(
-    run_dir: Path, tmp_path: Path
-) -> None:
+def test_a_run_stopped_before_its_summary_is_rebuilt_from_its_attempts(run_dir: Path, tmp_path: Path) -> None:
     copy = copy_run(run_dir, tmp_path)
     for name in ("summary.json", "summary.md", "events.jsonl"):
         (copy / name).unlink()
@@ -208,22 +164,11 @@ def test_a_run_stopped_before_its_summary_is_rebuilt_from_its_attempts(
     assert run.status == "unfinished" and run.document["result"] is None
     assert run.trajectories == 4 and run.warnings
     first = run.document["events"][1]["detail"]
-    assert {
-        "task_key",
-        "attempt",
-        "outcome",
-        "reward",
-        "category",
-        "done",
-        "total",
-        "trajectory_file",
-    } <= set(first)
+    assert {"task_key", "attempt", "outcome", "reward", "category", "done", "total", "trajectory_file"} <= set(first)
     accepted_by_the_backend(run.document, tmp_path)
 
 
-def test_a_directory_that_is_not_a_run_is_refused_naming_what_is_missing(
-    tmp_path: Path,
-) -> None:
+def test_a_directory_that_is_not_a_run_is_refused_naming_what_is_missing(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(RunDirError, match=r"no run\.json nor summary\.json"):
@@ -254,17 +199,11 @@ def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout_s: float) ->
     raise AssertionError(f"no {prefix!r} line; output: {''.join(seen)}")
 
 
-def test_arena_view_serves_the_battle_and_an_attempt_until_ctrl_c(
-    run_dir: Path,
-) -> None:
+def test_arena_view_serves_the_battle_and_an_attempt_until_ctrl_c(run_dir: Path) -> None:
     port = free_port()
     argv = [sys.executable, "-c", VIEW_APP, str(run_dir), "--port", str(port)]
     with subprocess.Popen(
-        argv,
-        cwd=REPO,
-        env={**subprocess_environment(), "COLUMNS": "200"},
-        stdout=subprocess.PIPE,
-        text=True,
+        argv, cwd=REPO, env={**subprocess_environment(), "COLUMNS": "200"}, stdout=subprocess.PIPE, text=True
     ) as proc:
         children: list[int] = []
         try:
@@ -277,21 +216,14 @@ def test_arena_view_serves_the_battle_and_an_attempt_until_ctrl_c(
                 psutil.Process(pid).kill()
 
 
-def check_view(
-    proc: subprocess.Popen[str], port: int, run_dir: Path, children: list[int]
-) -> None:
+def check_view(proc: subprocess.Popen[str], port: int, run_dir: Path, children: list[int]) -> None:
     """The page and an attempt answer while it serves; Ctrl-C stops it, its backend and its temporary files."""
     line = wait_for_line(proc, "battle page: ", timeout_s=120)
     url = line.removeprefix("battle page: ")
     assert url == f"http://127.0.0.1:{port}/ui/battles/{BATTLE}"
-    children.extend(
-        child.pid for child in psutil.Process(proc.pid).children(recursive=True)
-    )
+    children.extend(child.pid for child in psutil.Process(proc.pid).children(recursive=True))
     workdirs = {
-        Path(part).parent
-        for pid in children
-        for part in psutil.Process(pid).cmdline()
-        if part.endswith("view.sqlite3")
+        Path(part).parent for pid in children for part in psutil.Process(pid).cmdline() if part.endswith("view.sqlite3")
     }
     assert len(children) >= 1 and len(workdirs) == 1
     with httpx.Client(timeout=30, trust_env=False) as client:
@@ -300,16 +232,11 @@ def check_view(
         failed = next(
             body["detail"]
             for body in build_import(run_dir).document["events"]
-            if body["detail"]["type"] == "attempt_finished"
-            and body["detail"]["outcome"] != "success"
+            if body["detail"]["type"] == "attempt_finished" and body["detail"]["outcome"] != "success"
         )
         attempt = client.get(f"{url}/attempts/{failed['task_key']}/{failed['attempt']}")
         assert attempt.status_code == 200
-        said = next(
-            m["content"]
-            for m in failed["trajectory"]["messages"]
-            if m["role"] == "user"
-        )
+        said = next(m["content"] for m in failed["trajectory"]["messages"] if m["role"] == "user")
         assert said[:40] in html.unescape(attempt.text)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 0

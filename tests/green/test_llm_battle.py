@@ -86,7 +86,7 @@ async def test_llm_user_and_llm_agent_battle_scores_and_never_leaks_keys(
             outcome = await assess(green_url, white, config, extra_request_fields={"backend_url": backend})
         await asyncio.wait_for(record.result_seen.wait(), timeout=30)
 
-    assert outcome.state == "completed", outcome.error
+    assert outcome.state == "completed" and outcome.result is not None, outcome.error
     attempts = outcome.result["attempts"]
     assert [a["outcome"] for a in attempts] == ["success", "success"], attempts
     assert calls["agent"] >= 4 and calls["user"] >= 4
@@ -154,7 +154,7 @@ async def test_llm_user_runs_its_device_tools_in_telecom(runs_dir: Path, monkeyp
         config = {"domain": "telecom", "split": "test", "task_id": 10, "k": 2, "calibration": True}
         async with green_with_user(user, runs_dir) as green_url, white_agent("replay") as white:
             outcome = await assess(green_url, white, config)
-    assert outcome.state == "completed", outcome.error
+    assert outcome.state == "completed" and outcome.result is not None, outcome.error
     attempts = outcome.result["attempts"]
     assert [a["reward"] for a in attempts] == [1.0, 1.0], attempts
     assert sorted(name for name, _ in calls) == sorted(["toggle_airplane_mode", "make_payment", "reboot_device"] * 2)

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client
+from mcp_types import TextContent
 from starlette.applications import Starlette
 
 from green_agent.engine.config import BattleConfig, parse_remote_battle_config
@@ -99,7 +100,7 @@ async def test_without_a_public_url_mcp_mode_battles_are_refused() -> None:
             "start_battle", {"white_agent_url": "http://127.0.0.1:9", "config": {"tool_mode": "mcp"}}
         )
     assert result.is_error
-    assert "public_url" in result.content[0].text
+    assert isinstance(result.content[0], TextContent) and "public_url" in result.content[0].text
 
 
 def test_building_the_server_leaves_root_logging_alone() -> None:

@@ -25,7 +25,8 @@ async def _battle(green: GreenServer, white: str, config: dict[str, Any], **extr
         )
     started = structured(result)
     assert started["state"] == "finished", started
-    return started["results"]
+    results: dict[str, Any] = started["results"]
+    return results
 
 
 def _rewards(results: dict[str, Any]) -> dict[tuple[str, int], float | None]:
@@ -71,7 +72,7 @@ async def test_an_a2a_assessment_request_can_use_mcp_mode(green: GreenServer) ->
         outcome = await run_assessment(
             green.url, white, config, idle_timeout_s=120, operator_token=green.operator_token
         )
-    assert outcome.state == "completed", outcome.error
+    assert outcome.state == "completed" and outcome.result is not None, outcome.error
     assert [a["reward"] for a in outcome.result["attempts"]] == [1.0, 1.0]
     assert outcome.result["config"]["tool_mode"] == "mcp"
 

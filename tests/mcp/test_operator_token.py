@@ -19,6 +19,7 @@ import pytest_asyncio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent
 
 from green_agent.engine.tau.environment import AttemptEnvironment
 from green_agent.engine.tau.tasks import resolve_task
@@ -179,7 +180,7 @@ async def test_attempt_endpoints_take_their_own_token_not_the_operator_token(gre
             own = await client.call_tool("get_user_details", {"user_id": USER_ID})
     assert (operator.status_code, operator_cookie.status_code, operator_query.status_code) == (401, 401, 401)
     assert "bearer token" in operator.json()["error"]["message"]
-    assert not own.is_error and USER_ID in own.content[0].text
+    assert not own.is_error and isinstance(own.content[0], TextContent) and USER_ID in own.content[0].text
     assert env.trajectory_records()[-2]["tool_calls"][0]["name"] == "get_user_details"
 
 

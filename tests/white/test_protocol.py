@@ -42,7 +42,7 @@ from white_agent.protocol import (
 )
 
 
-def _message(text: str, data: dict | None = None, metadata: dict | None = None) -> Message:
+def _message(text: str, data: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None) -> Message:
     parts = [new_text_part(text)] + ([new_data_part(data)] if data is not None else [])
     message = Message(role=Role.ROLE_USER, message_id="m", context_id="c", parts=parts)
     if metadata:
@@ -85,7 +85,7 @@ def test_numeric_task_id_and_invalid_arena() -> None:
 
 
 @given(name=st.text(min_size=1), arguments=st.dictionaries(st.text(), st.integers() | st.text() | st.booleans()))
-def test_format_action_round_trips(name: str, arguments: dict) -> None:
+def test_format_action_round_trips(name: str, arguments: dict[str, Any]) -> None:
     text = format_action(name, arguments)
     match = re.fullmatch(r"<json>(.*)</json>", text, re.DOTALL)
     assert match is not None
@@ -247,7 +247,7 @@ def test_closing_tags_inside_an_action_are_escaped_and_read_back(closer: str) ->
         max_size=5,
     ),
 )
-def test_every_action_reads_back_the_same_under_all_three_parsers(name: str, arguments: dict) -> None:
+def test_every_action_reads_back_the_same_under_all_three_parsers(name: str, arguments: dict[str, Any]) -> None:
     text = format_action(name, arguments)
     assert parse_like_seed(text) == parse_like_tau2(text) == (name, arguments)
     action = parse_action(text, [])

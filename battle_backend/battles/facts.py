@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from battle_backend.battles import events as ev
 from battle_backend.battles.arena_results import find_battle_result
 from battle_backend.battles.tolerant import clip
 from battle_backend.store.records import BattleRecord, EventRecord
@@ -39,8 +40,8 @@ def started_says_calibration(payload: dict[str, Any]) -> bool:
     return (
         not payload.get("is_result")
         and isinstance(detail, dict)
-        and detail.get("type") == "battle_started"
-        and detail.get("calibration") is True
+        and detail.get(ev.TYPE) == ev.BATTLE_STARTED
+        and detail.get(ev.CALIBRATION) is True
     )
 
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from battle_backend.battles import events as ev
 from battle_backend.battles.arena_results import find_battle_result
 from battle_backend.battles.tolerant import DASH, MAX_NAME_CHARS, dict_of, float_of, int_of, name_of, text_of
 from battle_backend.store.records import BattleRecord, EventRecord
 from battle_backend.views.results import OUTCOMES, task_key_of
 
-ATTEMPT_FINISHED = "attempt_finished"
 MAX_ATTEMPT_NUMBER = 10_000
 """Attempt numbers above this are not attempts anyone ran (a hostile detail); they are ignored."""
 
@@ -45,9 +45,9 @@ def finished_event_detail(payload: dict[str, Any]) -> tuple[AttemptKey, dict[str
     if payload.get("is_result"):
         return None
     detail = payload.get("detail")
-    if not isinstance(detail, dict) or detail.get("type") != ATTEMPT_FINISHED:
+    if not isinstance(detail, dict) or detail.get(ev.TYPE) != ev.ATTEMPT_FINISHED:
         return None
-    task_key, attempt = detail.get("task_key"), int_of(detail.get("attempt"), low=1, high=MAX_ATTEMPT_NUMBER)
+    task_key, attempt = detail.get(ev.TASK_KEY), int_of(detail.get(ev.ATTEMPT), low=1, high=MAX_ATTEMPT_NUMBER)
     if not isinstance(task_key, str) or not task_key or len(task_key) > MAX_NAME_CHARS or attempt is None:
         return None
     if not linkable_task_key(task_key):
@@ -142,30 +142,30 @@ class AttemptData:
     @property
     def header(self) -> AttemptHeader:
         """The header fields, from the event first and the result second."""
-        raw_outcome = self._value("outcome")
+        raw_outcome = self._value(ev.OUTCOME)
         outcome_text = name_of(raw_outcome, 40) or "unknown"
         return AttemptHeader(
             task_key=self.key[0],
             attempt=self.key[1],
             outcome=outcome_text if outcome_text in OUTCOMES else "unknown",
             outcome_text=outcome_text,
-            reward=float_of(self._value("reward")),
-            category=name_of(self._value("category", "category")),
-            fault_author=name_of(self._value("fault_author", "fault_author")),
-            failure_detail=text_of(self._value("failure_detail", "detail")),
-            steps=int_of(self._value("steps"), low=0),
-            duration_s=float_of(self._value("duration_s")),
+            reward=float_of(self._value(ev.REWARD)),
+            category=name_of(self._value(ev.CATEGORY, "category")),
+            fault_author=name_of(self._value(ev.FAULT_AUTHOR, "fault_author")),
+            failure_detail=text_of(self._value(ev.FAILURE_DETAIL, "detail")),
+            steps=int_of(self._value(ev.STEPS), low=0),
+            duration_s=float_of(self._value(ev.DURATION_S)),
         )
 
     @property
     def explanation(self) -> Any:
         """The failure explanation as posted (event first, then the result's attempt entry)."""
-        return self._value("explanation")
+        return self._value(ev.EXPLANATION)
 
     @property
     def trajectory(self) -> Any:
         """The posted trajectory (only events carry one)."""
-        return self.detail.get("trajectory") if self.detail is not None else None
+        return self.detail.get(ev.TRAJECTORY) if self.detail is not None else None
 
     def jsonl_lines(self) -> Iterator[str]:
         """The raw JSONL: the event detail without the trajectory (or, without an event, the result's entry), then

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from battle_backend.battles import events as ev
 from battle_backend.battles.facts import started_says_calibration
 from battle_backend.battles.tolerant import DASH, MAX_NAME_CHARS, int_of, name_of
 from battle_backend.store.records import EventRecord
@@ -35,7 +36,6 @@ MAX_TASKS_SHOWN = 500
 MAX_CELLS_SHOWN = 1_000
 """Cells of the live strip at most (fewer rows when k is large): the box is pushed on every attempt."""
 MAX_TOTAL = 10**7
-ATTEMPT_EVENTS = ("attempt_started", "attempt_finished")
 OUTCOME_WORDS = {
     "success": "success",
     "failure": "failure",
@@ -152,9 +152,9 @@ def _received(event: EventRecord) -> datetime | None:
 
 
 def _cell(detail: dict[str, Any]) -> ProgressCell:
-    raw = name_of(detail.get("outcome"), 40)
+    raw = name_of(detail.get(ev.OUTCOME), 40)
     outcome = raw if raw in OUTCOMES else "unknown"
-    category = name_of(detail.get("category"))
+    category = name_of(detail.get(ev.CATEGORY))
     if outcome == "success":
         return ProgressCell(outcome=outcome, category="", label="✓", title="success")
     return ProgressCell(outcome=outcome, category=category, label=category or outcome, title=category or outcome)
@@ -182,18 +182,18 @@ class ProgressTracker:
         detail = payload.get("detail")
         if payload.get("is_result") or not isinstance(detail, dict):
             return False
-        kind = detail.get("type")
-        if kind in ATTEMPT_EVENTS and self._first_attempt_at is None:
+        kind = detail.get(ev.TYPE)
+        if kind in ev.ATTEMPT_EVENTS and self._first_attempt_at is None:
             self._first_attempt_at = _received(event)
-        if kind == "battle_started":
-            self._total = int_of(detail.get("attempts_total"), low=0, high=MAX_TOTAL)
-            self._k = int_of(detail.get("k"), low=0, high=MAX_ATTEMPTS_SHOWN) or 0
-            self._reported_done = int_of(detail.get("resumed_attempts"), low=0, high=MAX_TOTAL) or 0
+        if kind == ev.BATTLE_STARTED:
+            self._total = int_of(detail.get(ev.ATTEMPTS_TOTAL), low=0, high=MAX_TOTAL)
+            self._k = int_of(detail.get(ev.K), low=0, high=MAX_ATTEMPTS_SHOWN) or 0
+            self._reported_done = int_of(detail.get(ev.RESUMED_ATTEMPTS), low=0, high=MAX_TOTAL) or 0
             # A second battle_started is a resume into the same battle: the ETA's clock restarts with it (the time
             # the green agent was down and the attempts of the earlier run would inflate it).
             self._first_attempt_at = None
             self._finished_here = 0
-            tasks = detail.get("tasks")
+            tasks = detail.get(ev.TASKS)
             for task in tasks if isinstance(tasks, list) else []:
                 if isinstance(task, str) and task and len(task) <= MAX_NAME_CHARS and len(self._tasks) < MAX_TOTAL:
                     self._tasks.setdefault(task, None)
@@ -207,10 +207,10 @@ class ProgressTracker:
             self._finished_here += 1
         self._cells[(task_key, attempt)] = _cell(finished)
         self._tasks.setdefault(task_key, None)
-        total = int_of(finished.get("total"), low=0, high=MAX_TOTAL)
+        total = int_of(finished.get(ev.TOTAL), low=0, high=MAX_TOTAL)
         if total is not None:
             self._total = total
-        done = int_of(finished.get("done"), low=0, high=MAX_TOTAL)
+        done = int_of(finished.get(ev.DONE), low=0, high=MAX_TOTAL)
         self._reported_done = max(self._reported_done, done or 0)
         return True
 

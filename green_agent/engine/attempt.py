@@ -146,36 +146,79 @@ def calibration_metadata(spec: AttemptSpec) -> dict[str, Any]:
 
 async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
     """Play one attempt to its end and score it. Never raises except on cancellation."""
-    context_id = uuid.uuid4().hex  # new for every attempt; never reused, never taken from the agent's echo
-    started_at, t0 = utc_now(), time.perf_counter()
-    meter = AttemptMeter()  # where the time goes and what the parties' model calls cost (green_agent/engine/costs.py)
-    phase = _Phase()
-    env: AttemptEnvironment | None = None
-    user: SimulatedUser | None = None
-    steps = 0
-    stop: EarlyStop | None = None
-    termination = TerminationReason.USER_STOP
-    cfg = deps.config
+    return await _Attempt(spec, deps).run()
 
-    async def play() -> TerminationReason:
-        nonlocal env, user
+
+class _Attempt:
+    """One attempt from start to result: the state its phases share (environment, user, steps, meter) in one place.
+
+    ``run`` plays (``_play`` -> ``_converse`` -> ``_turns``) under the attempt deadline, turns whatever stopped it
+    into an :class:`EarlyStop` blamed on the party being waited on (:class:`_Phase`), then scores (``_result``).
+    """
+
+    def __init__(self, spec: AttemptSpec, deps: AttemptDeps) -> None:
+        self.spec = spec
+        self.deps = deps
+        self.cfg = deps.config
+        self.context_id = uuid.uuid4().hex  # new for every attempt; never reused, never taken from the agent's echo
+        self.meter = AttemptMeter()  # where the time goes and what the parties' model calls cost (engine/costs.py)
+        self.phase = _Phase()
+        self.env: AttemptEnvironment | None = None
+        self.user: SimulatedUser | None = None
+        self.steps = 0
+        """The agent's A2A replies so far (its MCP tool calls are counted by the environment)."""
+
+    async def run(self) -> AttemptResult:
+        started_at, t0 = utc_now(), time.perf_counter()
+        stop: EarlyStop | None = None
+        termination = TerminationReason.USER_STOP
+        deadline = asyncio.timeout(self.cfg.attempt_timeout_s)
+        try:
+            async with deadline:
+                termination = await self._play()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            stop = stop_for_error(
+                error,
+                waiting_on=self.phase.author,
+                doing=self.phase.what,
+                deadline_expired=deadline.expired(),
+                config=self.cfg,
+                steps=self.steps,
+            )
+            if stop.category is FailureCategory.HARNESS_ERROR:
+                log.error("attempt %s/%s: %s", self.spec.ref.key, self.spec.attempt, stop.detail, exc_info=error)
+        finally:
+            if self.user is not None:
+                with contextlib.suppress(Exception):
+                    await self.user.aclose()
+            if self.env is not None:
+                with contextlib.suppress(Exception):
+                    await self.env.aclose()
+        return await self._result(stop, termination, started_at=started_at, t0=t0)
+
+    async def _play(self) -> TerminationReason:
+        spec, deps, cfg, phase = self.spec, self.deps, self.cfg, self.phase
         phase.set(FaultAuthor.ENVIRONMENT, "building the tau2 environment")
         env = await AttemptEnvironment.create(spec.ref, sandboxes=deps.sandboxes, tool_timeout_s=cfg.tool_timeout_s)
+        self.env = env
         phase.set(FaultAuthor.HARNESS, "creating the simulated user")
         user = deps.user_factory(spec.ref, cfg.user_simulator, env, api_key=deps.user_api_key)
+        self.user = user
         if cfg.tool_mode == "text":
-            return await converse(env, user, None)
+            return await self._converse(env, user, None)
         phase.set(FaultAuthor.HARNESS, "opening the attempt's MCP tool endpoint")
         if deps.tool_gateway is None:
             raise RuntimeError("tool_mode 'mcp' needs the green agent's MCP component, which is not installed")
         async with deps.tool_gateway.open(env, f"{spec.battle_id}/{spec.ref.key}/{spec.attempt}") as endpoint:
-            return await converse(env, user, endpoint)
+            return await self._converse(env, user, endpoint)
 
-    async def converse(
-        env: AttemptEnvironment, user: SimulatedUser, endpoint: ToolEndpoint | None
+    async def _converse(
+        self, env: AttemptEnvironment, user: SimulatedUser, endpoint: ToolEndpoint | None
     ) -> TerminationReason:
-        phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user's opening")
-        with meter.waiting_on_user():
+        self.phase.set(FaultAuthor.USER_SIMULATOR, "waiting for the simulated user's opening")
+        with self.meter.waiting_on_user():
             opening = await user.opening()
         env.record_user_text(opening.text)
         if opening.stop:
@@ -184,14 +227,15 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
         text = build_first_message(env.policy, env.tools, opening.text, mcp=described)
         data: dict[str, Any] = build_first_data(env.policy, env.tools, mcp=described)
         metadata: dict[str, Any] | None = {"mcp": described} if described else None
-        if cfg.calibration:
-            arena = calibration_metadata(spec)
+        if self.cfg.calibration:
+            arena = calibration_metadata(self.spec)
             metadata, data = {**(metadata or {}), "arena": arena}, {**data, "arena": arena}
-        phase.set(FaultAuthor.WHITE_AGENT, "opening the channel to the white agent")
-        async with deps.white_channels(spec.white_agent_url, turn_timeout_s=cfg.turn_timeout_s) as white:
-            return await turns(env, user, white, text, data, metadata)
+        self.phase.set(FaultAuthor.WHITE_AGENT, "opening the channel to the white agent")
+        async with self.deps.white_channels(self.spec.white_agent_url, turn_timeout_s=self.cfg.turn_timeout_s) as white:
+            return await self._turns(env, user, white, text, data, metadata)
 
-    async def turns(
+    async def _turns(
+        self,
         env: AttemptEnvironment,
         user: SimulatedUser,
         white: WhiteChannel,
@@ -199,22 +243,22 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
         data: dict[str, Any] | None,
         metadata: dict[str, Any] | None,
     ) -> TerminationReason:
-        nonlocal steps
+        cfg, phase, meter = self.cfg, self.phase, self.meter
         while True:
             # Steps are the agent's actions: A2A replies, and in tool_mode "mcp" also its MCP tool calls.
-            if max(steps, env.steps) >= cfg.max_steps:
+            if max(self.steps, env.steps) >= cfg.max_steps:
                 raise StoppedOnPurpose(max_steps_stop(cfg.max_steps))
-            phase.set(FaultAuthor.WHITE_AGENT, f"waiting for the white agent (step {steps + 1})")
+            phase.set(FaultAuthor.WHITE_AGENT, f"waiting for the white agent (step {self.steps + 1})")
             with meter.waiting_on_agent():
-                reply = await white.send(context_id=context_id, text=text, data=data, metadata=metadata)
+                reply = await white.send(context_id=self.context_id, text=text, data=data, metadata=metadata)
             meter.agent_replied(reply.reported_usage)
             data, metadata = None, None
-            steps += 1
+            self.steps += 1
             if env.fault is not None:  # tool_mode "mcp": one of the agent's MCP calls this turn was killed
                 raise env.fault
             if env.steps >= cfg.max_steps:  # tool_mode "mcp": the agent's MCP calls this turn used the budget
                 raise StoppedOnPurpose(max_steps_stop(cfg.max_steps))
-            phase.set(FaultAuthor.WHITE_AGENT, f"reading the white agent's reply (step {steps})")
+            phase.set(FaultAuthor.WHITE_AGENT, f"reading the white agent's reply (step {self.steps})")
             action = await _parse_reply(reply)
             if action.name == "respond":
                 content = str(action.arguments.get("content", ""))
@@ -233,67 +277,49 @@ async def run_attempt(spec: AttemptSpec, deps: AttemptDeps) -> AttemptResult:
                 outcome = await env.call_tool(action.name, arguments)
                 text = tool_result_message(outcome.content)
 
-    deadline = asyncio.timeout(cfg.attempt_timeout_s)
-    try:
-        async with deadline:
-            termination = await play()
-    except asyncio.CancelledError:
-        raise
-    except Exception as error:
-        stop = stop_for_error(
-            error,
-            waiting_on=phase.author,
-            doing=phase.what,
-            deadline_expired=deadline.expired(),
-            config=cfg,
-            steps=steps,
-        )
-        if stop.category is FailureCategory.HARNESS_ERROR:
-            log.error("attempt %s/%s: %s", spec.ref.key, spec.attempt, stop.detail, exc_info=error)
-    finally:
-        if user is not None:
-            with contextlib.suppress(Exception):
-                await user.aclose()
-        if env is not None:
-            with contextlib.suppress(Exception):
-                await env.aclose()
-
-    ended_at = utc_now()
-    steps = max(steps, env.steps) if env is not None else steps
-    termination = stop.termination_reason if stop else termination
-    result = _new_result(spec, context_id=context_id, steps=steps, termination=termination)
-    if stop is not None:
-        failure = failure_from_stop(stop)
-        result.failure = failure
-        result.outcome = "infra_error" if failure.is_infrastructure else "failure"
-        result.reward = None if failure.is_infrastructure else 0.0
-    elif env is not None:
-        simulation = env.simulation(termination, started_at=started_at, ended_at=ended_at)
-        try:
-            scored = (
-                await deps.scoring.score_explained(spec.ref, simulation)
-                if termination in SCORED_TERMINATIONS
-                else ScoredSimulation(
-                    RewardBreakdown(reward=0.0, raw={"note": f"termination {termination} is not scored by tau2"})
+    async def _result(
+        self, stop: EarlyStop | None, termination: TerminationReason, *, started_at: str, t0: float
+    ) -> AttemptResult:
+        """The attempt's result: its early stop, or else tau2's score of what happened; usage and trajectory."""
+        spec, deps, env, cfg = self.spec, self.deps, self.env, self.cfg
+        ended_at = utc_now()
+        steps = max(self.steps, env.steps) if env is not None else self.steps
+        termination = stop.termination_reason if stop else termination
+        result = _new_result(spec, context_id=self.context_id, steps=steps, termination=termination)
+        if stop is not None:
+            failure = failure_from_stop(stop)
+            result.failure = failure
+            result.outcome = "infra_error" if failure.is_infrastructure else "failure"
+            result.reward = None if failure.is_infrastructure else 0.0
+        elif env is not None:
+            simulation = env.simulation(termination, started_at=started_at, ended_at=ended_at)
+            try:
+                scored = (
+                    await deps.scoring.score_explained(spec.ref, simulation)
+                    if termination in SCORED_TERMINATIONS
+                    else ScoredSimulation(
+                        RewardBreakdown(reward=0.0, raw={"note": f"termination {termination} is not scored by tau2"})
+                    )
                 )
-            )
-        except ScoringError as error:
-            result.failure = failure_from_stop(scoring_failed(error, termination))
-            result.outcome = "infra_error"
-        else:
-            breakdown = scored.breakdown
-            result.breakdown = breakdown
-            result.reward = breakdown.reward
-            result.failure = classify_scored(breakdown)
-            result.outcome = "success" if result.failure is None else "failure"
-            result.explanation = scored.explanation if result.failure is not None else None
-    elapsed = time.perf_counter() - t0
-    result.duration_s = round(elapsed, 3)
-    user_usage = getattr(user, "usage", None)  # only a user that calls a model has one (the LLM user)
-    result.usage = meter.usage(cfg, user_usage if isinstance(user_usage, UsageMeter) else None, duration_s=elapsed)
-    if env is not None and deps.trajectories_dir is not None:
-        result.trajectory_file = await _write_trajectory(deps.trajectories_dir, spec, env, result)
-    return result
+            except ScoringError as error:
+                result.failure = failure_from_stop(scoring_failed(error, termination))
+                result.outcome = "infra_error"
+            else:
+                breakdown = scored.breakdown
+                result.breakdown = breakdown
+                result.reward = breakdown.reward
+                result.failure = classify_scored(breakdown)
+                result.outcome = "success" if result.failure is None else "failure"
+                result.explanation = scored.explanation if result.failure is not None else None
+        elapsed = time.perf_counter() - t0
+        result.duration_s = round(elapsed, 3)
+        user_usage = getattr(self.user, "usage", None)  # only a user that calls a model has one (the LLM user)
+        result.usage = self.meter.usage(
+            cfg, user_usage if isinstance(user_usage, UsageMeter) else None, duration_s=elapsed
+        )
+        if env is not None and deps.trajectories_dir is not None:
+            result.trajectory_file = await _write_trajectory(deps.trajectories_dir, spec, env, result)
+        return result
 
 
 def _new_result(spec: AttemptSpec, *, context_id: str, steps: int, termination: TerminationReason) -> AttemptResult:
@@ -370,6 +396,7 @@ async def _write_trajectory(
     path = directory / name
     header = {"attempt": result.model_dump(mode="json", exclude={"trajectory_file"})}
     records = [header, *env.trajectory_records()]
+    result.keep_trajectory(records[1:])  # posted from memory with the attempt's event (engine/events.py)
 
     def write() -> None:
         lines = [json_line(record, max_chars=MAX_TRAJECTORY_LINE_CHARS) for record in records]

@@ -27,6 +27,7 @@ import io
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,9 +237,23 @@ def parse_csv_suite(
 ) -> CsvSuite:
     """Validate a CSV suite; raises :class:`CsvValidationError` listing every problem (row and column).
 
-    CPU work proportional to the file (up to ``max_bytes``): call it in a worker thread from async code.
+    In three layers: the file and its header (:func:`_read_header`, which stops at the first layer that fails), each
+    row's shape (:func:`_read_rows`) and each cell's content (:func:`_row_case`). CPU work proportional to the file
+    (up to ``max_bytes``): call it in a worker thread from async code.
     """
     limits = limits or CsvLimits()
+    reader = csv.reader(io.StringIO(_file_text(data, max_bytes), newline=""), strict=True)
+    header = _read_header(reader, limits)
+    cases, problems = _read_rows(reader, header, limits, max_cases)
+    if problems:
+        raise CsvValidationError(problems)
+    if not cases:
+        raise CsvValidationError([CsvProblem(row=None, column=None, message="no test cases (only a header)")])
+    return CsvSuite(cases=cases, warnings=header.warnings)
+
+
+def _file_text(data: bytes, max_bytes: int) -> str:
+    """The file as text: within ``max_bytes``, UTF-8, not empty."""
     if len(data) > max_bytes:
         raise CsvValidationError(
             [
@@ -252,11 +267,22 @@ def parse_csv_suite(
     text = _decode(data)
     if not text.strip():
         raise CsvValidationError([CsvProblem(row=None, column=None, message="the file is empty")])
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    problems: list[CsvProblem] = []
-    warnings: list[str] = []
+    return text
+
+
+@dataclass(frozen=True)
+class _Header:
+    names: list[str]
+    """Every column name, lower-cased (extra and blank ones included: a row is measured against all of them)."""
+    index: dict[str, int]
+    """Where each of :data:`COLUMNS` is."""
+    warnings: list[str]
+
+
+def _read_header(reader: Iterator[list[str]], limits: CsvLimits) -> _Header:
+    """The header row: every required column once (all problems of the header at once), extra ones ignored."""
     try:
-        header = next(reader)
+        header: list[str] = next(reader)
     except csv.Error as error:
         raise CsvValidationError([CsvProblem(row=1, column=None, message=_csv_error_text(error, limits))]) from None
     if len(header) > limits.max_columns:
@@ -272,6 +298,8 @@ def parse_csv_suite(
             ]
         )
     names = [h.strip().lower()[:200] for h in header]
+    problems: list[CsvProblem] = []
+    warnings: list[str] = []
     missing = [c for c in COLUMNS if c not in names]
     for column in missing:
         problems.append(
@@ -291,9 +319,18 @@ def parse_csv_suite(
         warnings.append(f"ignored column(s): {', '.join(extra)}")
     if problems:
         raise CsvValidationError(problems)
-    index = {name: names.index(name) for name in COLUMNS}
+    return _Header(names=names, index={name: names.index(name) for name in COLUMNS}, warnings=warnings)
 
+
+def _read_rows(
+    reader: Iterator[list[str]], header: _Header, limits: CsvLimits, max_cases: int
+) -> tuple[list[CsvCase], list[CsvProblem]]:
+    """Every row after the header: bounded in number, in fields and in cell size; then its cells (``_row_case``).
+
+    Stops at a malformed line, past ``max_rows`` or after :data:`MAX_PROBLEMS` problems.
+    """
     cases: list[CsvCase] = []
+    problems: list[CsvProblem] = []
     seen: dict[str, int] = {}
     row = 1
     over_limit = False
@@ -324,77 +361,85 @@ def parse_csv_suite(
                     row=row, column=None, message=f"more than {max_cases} test cases (the limit); split the suite"
                 )
             )
-        if len(record) > len(names):
+        if len(record) > len(header.names):
             problems.append(
                 CsvProblem(
                     row=row,
                     column=None,
                     message=(
-                        f"{len(record)} fields but the header has {len(names)} (an unquoted comma? quote the field)"
+                        f"{len(record)} fields but the header has {len(header.names)} (an unquoted comma? quote the "
+                        "field)"
                     ),
                 )
             )
             continue
-        cells = {name: (record[i] if i < len(record) else "") for name, i in index.items()}
-        row_problems = [
-            CsvProblem(
-                row=row,
-                column=name,
-                message=(
-                    f"{name} has {len(value)} characters; at most {limits.max_cell_chars} are accepted (max_cell_chars)"
-                ),
-            )
-            for name, value in cells.items()
-            if len(value) > limits.max_cell_chars
-        ]
-        if row_problems:
+        cells = {name: (record[i] if i < len(record) else "") for name, i in header.index.items()}
+        oversized = _oversized_cells(row, cells, limits)
+        if not oversized:
+            case, row_problems = _row_case(row, cells, limits, seen)
             problems.extend(row_problems)
-            if len(problems) >= MAX_PROBLEMS:
-                problems.append(CsvProblem(row=None, column=None, message=f"stopped after {MAX_PROBLEMS} problems"))
-                break
-            continue
-        test_id = cells["test_id"].strip()
-        if not test_id:
-            row_problems.append(CsvProblem(row=row, column="test_id", message="test_id is empty"))
-        elif test_id in seen:
-            row_problems.append(
-                CsvProblem(
-                    row=row,
-                    column="test_id",
-                    message=f"duplicate test_id {test_id[:200]!r} (first at row {seen[test_id]})",
-                )
-            )
+            if case is not None and not over_limit:
+                cases.append(case)
         else:
-            seen[test_id] = row
-        query = cells["query"].strip()
-        if not query:
-            row_problems.append(CsvProblem(row=row, column="query", message="query is empty"))
-        tools, tool_problem = _tools(cells["expected_tool"], limits.max_expected_tools)
-        if tool_problem:
-            row_problems.append(CsvProblem(row=row, column="expected_tool", message=tool_problem))
-        args: list[dict[str, Any]] | None = None
-        if tools is not None:
-            args, args_problem = _args(cells["expected_args"], tools)
-            if args_problem:
-                row_problems.append(CsvProblem(row=row, column="expected_args", message=args_problem))
-        keywords = [k.strip() for k in cells["expected_response_contains"].split(",") if k.strip()]
-        if row_problems:
-            problems.extend(row_problems)
-        elif not over_limit and tools is not None and args is not None:
-            cases.append(
-                CsvCase(
-                    test_id=test_id,
-                    row=row,
-                    query=query,
-                    expected_keywords=keywords,
-                    expected_tools=[ExpectedCall(name=n, arguments=a) for n, a in zip(tools, args, strict=True)],
-                )
-            )
+            problems.extend(oversized)
         if len(problems) >= MAX_PROBLEMS:
             problems.append(CsvProblem(row=None, column=None, message=f"stopped after {MAX_PROBLEMS} problems"))
             break
-    if problems:
-        raise CsvValidationError(problems)
-    if not cases:
-        raise CsvValidationError([CsvProblem(row=None, column=None, message="no test cases (only a header)")])
-    return CsvSuite(cases=cases, warnings=warnings)
+    return cases, problems
+
+
+def _oversized_cells(row: int, cells: dict[str, str], limits: CsvLimits) -> list[CsvProblem]:
+    """A problem for each cell over ``max_cell_chars`` (such a row's cells are not read any further)."""
+    return [
+        CsvProblem(
+            row=row,
+            column=name,
+            message=(
+                f"{name} has {len(value)} characters; at most {limits.max_cell_chars} are accepted (max_cell_chars)"
+            ),
+        )
+        for name, value in cells.items()
+        if len(value) > limits.max_cell_chars
+    ]
+
+
+def _row_case(
+    row: int, cells: dict[str, str], limits: CsvLimits, seen: dict[str, int]
+) -> tuple[CsvCase | None, list[CsvProblem]]:
+    """One row's test case from its cells, or every problem of its cells (``seen``: test ids and their rows)."""
+    problems: list[CsvProblem] = []
+    test_id = cells["test_id"].strip()
+    if not test_id:
+        problems.append(CsvProblem(row=row, column="test_id", message="test_id is empty"))
+    elif test_id in seen:
+        problems.append(
+            CsvProblem(
+                row=row,
+                column="test_id",
+                message=f"duplicate test_id {test_id[:200]!r} (first at row {seen[test_id]})",
+            )
+        )
+    else:
+        seen[test_id] = row
+    query = cells["query"].strip()
+    if not query:
+        problems.append(CsvProblem(row=row, column="query", message="query is empty"))
+    tools, tool_problem = _tools(cells["expected_tool"], limits.max_expected_tools)
+    if tool_problem:
+        problems.append(CsvProblem(row=row, column="expected_tool", message=tool_problem))
+    args: list[dict[str, Any]] | None = None
+    if tools is not None:
+        args, args_problem = _args(cells["expected_args"], tools)
+        if args_problem:
+            problems.append(CsvProblem(row=row, column="expected_args", message=args_problem))
+    keywords = [k.strip() for k in cells["expected_response_contains"].split(",") if k.strip()]
+    if problems or tools is None or args is None:
+        return None, problems
+    case = CsvCase(
+        test_id=test_id,
+        row=row,
+        query=query,
+        expected_keywords=keywords,
+        expected_tools=[ExpectedCall(name=n, arguments=a) for n, a in zip(tools, args, strict=True)],
+    )
+    return case, problems

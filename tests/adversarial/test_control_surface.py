@@ -70,7 +70,7 @@ async def test_assessment_request_without_the_operator_token_is_refused(
     before = _entries(green.runs_dir)
     outcome = await run_battle(
         green,
-        hostile.url,
+        hostile.served_url,
         battle_config(),
         battle_id=battle_id,
         token=None if token == "none" else WRONG_TOKEN,
@@ -96,15 +96,19 @@ async def test_task_get_and_cancel_need_the_token_and_the_operators_cancel_stops
     battle_id = new_battle_id("cancel")
     config = battle_config(turn_timeout_s=80.0, attempt_timeout_s=120.0)
     seen: dict[str, str] = {}
+
+    def remember(task_id: str) -> None:
+        seen.setdefault("task", task_id)
+
     battle = asyncio.create_task(
         run_battle(
             green,
-            hostile.url,
+            hostile.served_url,
             config,
             battle_id=battle_id,
             timeout_s=150,
             watch_health=False,
-            on_task_id=lambda t: seen.setdefault("task", t),
+            on_task_id=remember,
         )
     )
     try:
@@ -206,7 +210,7 @@ async def test_agentbeats_battle_messages_stay_open_without_the_token(green: Gre
         "type": "battle_start",
         "battle_id": battle_id,
         "green_battle_context": {"task_config": json.dumps(battle_config())},
-        "opponent_infos": [{"name": "white_agent", "agent_url": hostile.url}],
+        "opponent_infos": [{"name": "white_agent", "agent_url": hostile.served_url}],
     }
     status, body = await jsonrpc(green, "message/send", {"message": user_message(json.dumps(start))})
     print(f"[battle_start without the token] HTTP {status}: {json.dumps(body)[:300]}")
@@ -242,7 +246,12 @@ async def test_the_agent_under_test_cannot_cancel_or_read_its_battle(green: Gree
         hostile.shared["task_id"] = task_id
 
     outcome = await run_battle(
-        green, hostile.url, battle_config(turn_timeout_s=60.0), battle_id=battle_id, on_task_id=leak, timeout_s=180
+        green,
+        hostile.served_url,
+        battle_config(turn_timeout_s=60.0),
+        battle_id=battle_id,
+        on_task_id=leak,
+        timeout_s=180,
     )
     deadline = time.monotonic() + 60
     while hostile.contacted and not hostile.shared.get("probes_finished") and time.monotonic() < deadline:
@@ -302,7 +311,7 @@ async def test_remote_config_cannot_set_operator_only_user_simulator_fields(
     else:
         config = {**battle_config(), **extra}
     battle_id = new_battle_id("remotecfg")
-    outcome = await run_battle(green, hostile.url, config, battle_id=battle_id, timeout_s=60, watch_health=False)
+    outcome = await run_battle(green, hostile.served_url, config, battle_id=battle_id, timeout_s=60, watch_health=False)
     print(f"\n[remote user_simulator.{field}] {outcome.describe()}")
     assert outcome.refused, f"a remote config setting user_simulator.{field} must be refused: {outcome.describe()}"
     assert field in (outcome.error or ""), f"the error must name the field {field}: {outcome.error!r}"
@@ -333,7 +342,7 @@ async def test_battle_id_that_would_escape_or_abuse_the_runs_dir_is_refused(
     }[kind]
     before_outside = _tree(outside_root)
     outcome = await run_battle(
-        green, hostile.url, battle_config(), battle_id=battle_id, timeout_s=60, watch_health=False
+        green, hostile.served_url, battle_config(), battle_id=battle_id, timeout_s=60, watch_health=False
     )
     print(f"\n[battle_id {kind}] {outcome.describe()}")
     assert outcome.refused, f"battle_id {battle_id[:80]!r} must be refused: {outcome.describe()}"
@@ -348,13 +357,13 @@ async def test_battle_id_that_would_escape_or_abuse_the_runs_dir_is_refused(
 @pytest.mark.timeout(180)
 async def test_reused_battle_id_is_refused(green: GreenAgent, hostile: HostileAgent) -> None:
     battle_id = new_battle_id("reuse")
-    first = await run_battle(green, hostile.url, battle_config(), battle_id=battle_id)
+    first = await run_battle(green, hostile.served_url, battle_config(), battle_id=battle_id)
     assert_completed(first, green, attempts=2)
     summary_path = green.run_dir(battle_id) / "summary.json"
     summary_before = summary_path.read_bytes()
     contexts_before = {t.context_id for t in hostile.message_arrivals()}
     second = await run_battle(
-        green, hostile.url, battle_config(), battle_id=battle_id, timeout_s=60, watch_health=False
+        green, hostile.served_url, battle_config(), battle_id=battle_id, timeout_s=60, watch_health=False
     )
     print(f"\n[reused battle_id] {second.describe()}")
     assert second.refused, f"a reused battle_id must be refused: {second.describe()}"
@@ -372,7 +381,7 @@ async def test_battle_id_of_an_existing_run_directory_is_refused(green: GreenAge
     old.mkdir(parents=True)
     (old / "summary.json").write_text('{"from": "an earlier run"}', encoding="utf-8")
     outcome = await run_battle(
-        green, hostile.url, battle_config(), battle_id=battle_id, timeout_s=60, watch_health=False
+        green, hostile.served_url, battle_config(), battle_id=battle_id, timeout_s=60, watch_health=False
     )
     print(f"\n[battle_id of an existing run dir] {outcome.describe()}")
     assert outcome.refused, f"an id whose run directory exists must be refused: {outcome.describe()}"

@@ -58,7 +58,7 @@ def _agent_failures(attempts: list[dict[str, Any]], category: str) -> None:
 async def test_malformed_reply_is_the_agents_format_error(green: GreenAgent, hostile: HostileAgent) -> None:
     """Control: a reply without an action is the agent's format_error (the harness's own sanity check)."""
     hostile.set_behaviour(malformed())
-    outcome = await run_battle(green, hostile.url, battle_config())
+    outcome = await run_battle(green, hostile.served_url, battle_config())
     attempts = assert_completed(outcome, green, attempts=2)
     assert_no_infrastructure_errors(attempts)
     _agent_failures(attempts, "format_error")
@@ -68,7 +68,7 @@ async def test_malformed_reply_is_the_agents_format_error(green: GreenAgent, hos
 @pytest.mark.timeout(180)
 async def test_sleep_past_the_turn_limit_is_the_agents_timeout(green: GreenAgent, hostile: HostileAgent) -> None:
     hostile.set_behaviour(sleep_then(12.0))
-    outcome = await run_battle(green, hostile.url, battle_config(turn_timeout_s=2.0))
+    outcome = await run_battle(green, hostile.served_url, battle_config(turn_timeout_s=2.0))
     attempts = assert_completed(outcome, green, attempts=2)
     assert_no_infrastructure_errors(attempts)
     _agent_failures(attempts, "timeout")
@@ -82,7 +82,7 @@ async def test_action_with_a_5000_digit_integer_is_the_agents_format_error(
     green: GreenAgent, hostile: HostileAgent
 ) -> None:
     hostile.set_behaviour(huge_integer_action(5000))
-    outcome = await run_battle(green, hostile.url, battle_config())
+    outcome = await run_battle(green, hostile.served_url, battle_config())
     attempts = assert_completed(outcome, green, attempts=2)
     assert_no_infrastructure_errors(attempts)
     _agent_failures(attempts, "format_error")
@@ -91,7 +91,7 @@ async def test_action_with_a_5000_digit_integer_is_the_agents_format_error(
 @pytest.mark.timeout(180)
 async def test_action_nested_5000_levels_is_the_agents_format_error(green: GreenAgent, hostile: HostileAgent) -> None:
     hostile.set_behaviour(deep_nesting_action(5000))
-    outcome = await run_battle(green, hostile.url, battle_config())
+    outcome = await run_battle(green, hostile.served_url, battle_config())
     attempts = assert_completed(outcome, green, attempts=2)
     assert_no_infrastructure_errors(attempts)
     _agent_failures(attempts, "format_error")
@@ -110,7 +110,7 @@ async def test_pathological_400kb_reply_is_parsed_quickly_off_the_loop(
 ) -> None:
     hostile.set_behaviour(pathological_reply(kind))
     async with HealthPoller(green, interval_s=0.02, timeout_s=2.0) as health:
-        outcome = await run_battle(green, hostile.url, battle_config(), timeout_s=120, unresponsive_s=10)
+        outcome = await run_battle(green, hostile.served_url, battle_config(), timeout_s=120, unresponsive_s=10)
     attempts = assert_completed(outcome, green, attempts=2)
     durations = [a["duration_s"] for a in attempts]
     print(f"\n[pathological {kind}] attempt durations {durations} s; {health.summary()}")
@@ -124,7 +124,7 @@ async def test_pathological_400kb_reply_is_parsed_quickly_off_the_loop(
 async def test_10mb_reply_is_the_agents_format_error_naming_the_limit(green: GreenAgent, hostile: HostileAgent) -> None:
     """A valid respond action of 10 MB: only the reply cap (max_reply_bytes, default 1 MiB) refuses it."""
     hostile.set_behaviour(big_respond(10 * MB))
-    outcome = await run_battle(green, hostile.url, battle_config(), timeout_s=150)
+    outcome = await run_battle(green, hostile.served_url, battle_config(), timeout_s=150)
     attempts = assert_completed(outcome, green, attempts=2)
     assert_no_infrastructure_errors(attempts)
     _agent_failures(attempts, "format_error")
@@ -146,7 +146,7 @@ async def test_endless_chunked_stream_keeps_the_green_agents_memory_bounded(
     hostile.set_behaviour(endless_stream(64 * 1024))
     with RssSampler(green, interval_s=0.05, kill_above=baseline + RSS_KILL) as rss:
         try:
-            outcome = await run_battle(green, hostile.url, battle_config(turn_timeout_s=20.0), timeout_s=120)
+            outcome = await run_battle(green, hostile.served_url, battle_config(turn_timeout_s=20.0), timeout_s=120)
         except AssertionError:
             if not rss.killed:
                 raise
@@ -188,7 +188,7 @@ async def test_lone_surrogates_never_break_the_attempt_or_its_trajectory(
     turn 2 is malformed. The attempt must go on past turn 1 (surrogates replaced) and end as the agent's
     format_error at step 2, and every trajectory file must be valid UTF-8 JSON lines without lone surrogates."""
     hostile.set_behaviour(SURROGATE_CASES[case]())
-    outcome = await run_battle(green, hostile.url, battle_config())
+    outcome = await run_battle(green, hostile.served_url, battle_config())
     attempts = assert_completed(outcome, green, attempts=2)
     assert_no_infrastructure_errors(attempts)
     _agent_failures(attempts, "format_error")

@@ -23,13 +23,11 @@ import pytest
 
 from green_agent.engine.config import BattleConfig
 from launcher.cli.backend_run import (
-    EXIT_CONFIG_ERROR,
-    EXIT_HARNESS_ERROR,
-    EXIT_OK,
     estimate_battle_timeout,
     judge_battle,
     parse_backend,
 )
+from launcher.cli.run_verdict import EXIT_CONFIG_ERROR, EXIT_HARNESS_ERROR, EXIT_OK
 from launcher.ports import free_port, loopback_url
 from launcher.processes import ProcessGroup, wait_until_ready
 from tests.interop.interop_support import REPO, SCENARIO, DescendantWatcher, still_running
@@ -132,7 +130,8 @@ def test_arena_run_backend_local_finishes_and_leaves_nothing(tmp_path: Path) -> 
             async with httpx.AsyncClient(base_url=loopback_url(port), trust_env=False) as http:
                 response = await http.get(f"/battles/{battle_id}")
                 assert response.status_code == 200
-                return response.json()
+                battle: dict[str, Any] = response.json()
+                return battle
 
     _assert_finished_with_our_result(asyncio.run(read_back()), output)
 

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent
 
 from green_agent.engine.attempt import ToolEndpoint
 from green_agent.engine.tau.environment import AttemptEnvironment
@@ -69,7 +70,9 @@ async def test_an_endpoint_serves_its_attempts_tools_and_records_calls_verbatim(
         bad = await client.call_tool("get_user_details", {"user_id": "nobody_0000"})
     assert [tool.name for tool in listed] == [tool["function"]["name"] for tool in env.tools]
     assert listed[0].input_schema == env.tools[0]["function"]["parameters"]
-    assert not found.is_error and json.loads(found.content[0].text)["user_id"] == _user_id(env)
+    found_content = found.content[0]
+    assert isinstance(found_content, TextContent)
+    assert not found.is_error and json.loads(found_content.text)["user_id"] == _user_id(env)
     assert unknown.is_error and bad.is_error and error_text(bad).startswith("Error")
     # Every call, failed ones included, is in the trajectory as a call plus its verbatim output.
     records = env.trajectory_records()[before:]
@@ -78,7 +81,7 @@ async def test_an_endpoint_serves_its_attempts_tools_and_records_calls_verbatim(
         "no_such_tool",
         "get_user_details",
     ]
-    assert [r["content"] for r in records[1::2]] == [found.content[0].text, error_text(unknown), error_text(bad)]
+    assert [r["content"] for r in records[1::2]] == [found_content.text, error_text(unknown), error_text(bad)]
 
 
 async def test_tokens_of_two_concurrent_attempts_are_isolated(green: GreenServer) -> None:

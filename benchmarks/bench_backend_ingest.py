@@ -471,7 +471,7 @@ def met(figures: dict[str, Any]) -> bool:
 
 def lossless(figures: dict[str, Any]) -> bool:
     """Every event accepted and stored once, each poster's in the order it posted them, from one battle_start."""
-    return (
+    return bool(
         figures["events_lost"] == 0
         and figures["events_refused"] == 0
         and figures["events_duplicated"] == 0

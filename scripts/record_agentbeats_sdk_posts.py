@@ -126,7 +126,7 @@ def seed_agents(db: Any, backend_url: str) -> None:
         }
         if is_green:
             register_info["participant_requirements"] = [{"role": "blue_agent", "name": WHITE_NAME, "required": True}]
-        stats = dict.fromkeys(("wins", "losses", "draws", "errors", "total_battles"), 0)
+        stats: dict[str, float] = dict.fromkeys(("wins", "losses", "draws", "errors", "total_battles"), 0)
         stats |= dict.fromkeys(("win_rate", "loss_rate", "draw_rate", "error_rate"), 0.0)
         db.create(
             "agents",

@@ -130,12 +130,19 @@ class Battle:
         """Events emitted so far (copies are cheap; the models are not mutated after emission)."""
         return list(self._events)
 
-    async def emit(self, payload: ProgressEvent, text: str) -> None:
-        """Record one typed event with its human ``text`` and deliver it to every sink, in order."""
+    async def emit(
+        self, payload: ProgressEvent, text: str, *, trajectory: tuple[dict[str, Any], ...] | None = None
+    ) -> None:
+        """Record one typed event with its human ``text`` and deliver it to every sink, in order; ``trajectory`` (an
+        attempt's messages) is lent to the sinks for this delivery only."""
         event = payload.event(text)
-        async with self._lock:
-            self._events.append(event)
-            await fan_out(self._sinks, event)
+        event.carry_trajectory(trajectory)
+        try:
+            async with self._lock:
+                self._events.append(event)
+                await fan_out(self._sinks, event)
+        finally:
+            event.carry_trajectory(None)
 
     async def _re_emit(self, carried: dict[AttemptKey, AttemptResult]) -> None:
         """On a resume: the ``attempt_finished`` event of every attempt carried over, to the journal sinks only.
@@ -283,7 +290,7 @@ class Battle:
                     result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
                 await self._record(result)
                 finished = AttemptFinished.from_result(result, done=self.attempts_done, total=self.attempts_total)
-                await self.emit(finished, finished.text(cfg.k))
+                await self.emit(finished, finished.text(cfg.k), trajectory=result.take_trajectory())
                 return result
 
         self._attempt_tasks = [

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError
 
 from green_agent.engine.explanation import FailureExplanation
 
@@ -54,6 +54,17 @@ class BattleEvent(BaseModel):
     text: str
     data: dict[str, Any] = Field(default_factory=dict)
     timestamp: str = Field(default_factory=utc_now)
+    _trajectory: tuple[dict[str, Any], ...] | None = PrivateAttr(default=None)
+
+    @property
+    def trajectory(self) -> tuple[dict[str, Any], ...] | None:
+        """An ``attempt_finished`` event's trajectory messages while its sinks are called (then dropped: the battle
+        keeps its events, not their trajectories); None otherwise. Never part of the event's JSON."""
+        return self._trajectory
+
+    def carry_trajectory(self, records: tuple[dict[str, Any], ...] | None) -> None:
+        """Attach (or, with None, drop) the trajectory the sinks may post."""
+        self._trajectory = records
 
     def wire(self) -> dict[str, Any]:
         """The ``arena_event`` data part: the type plus the structured fields."""

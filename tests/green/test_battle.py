@@ -20,7 +20,8 @@ TASK = {"domain": "retail", "split": "test", "task_id": 9}
 
 def _attempts(outcome: Any) -> list[dict[str, Any]]:
     assert outcome.state == "completed", outcome.error
-    return outcome.result["attempts"]
+    attempts: list[dict[str, Any]] = outcome.result["attempts"]
+    return attempts
 
 
 @pytest.mark.parametrize(
@@ -50,7 +51,7 @@ async def test_each_fault_gives_its_category(green_url: str, fault: str, categor
             assert attempt["outcome"] == "failure", attempt
             assert attempt["failure"]["category"] == category
             assert attempt["failure"]["fault_author"] == "white_agent"
-    assert outcome.result["infrastructure_errors"] == 0
+    assert outcome.result is not None and outcome.result["infrastructure_errors"] == 0
 
 
 async def test_max_steps_is_a_timeout_with_the_reason(green_url: str) -> None:
@@ -67,6 +68,7 @@ async def test_unreachable_white_agent_completes_with_communication_errors(green
     outcome = await assess(green_url, "http://127.0.0.1:9", {**TASK, "k": 2})
     attempts = _attempts(outcome)
     assert [a["failure"]["category"] for a in attempts] == ["communication_error"] * 2
+    assert outcome.result is not None
     macro = {row["j"]: row for row in outcome.result["summary"]["macro"]}
     assert macro[2]["pass_hat_mean"] == 0.0
 
@@ -76,8 +78,8 @@ async def test_calibration_replay_scores_one_and_is_marked(green_url: str, runs_
         outcome = await assess(green_url, white, {"domain": "airline", "task_id": [0, 1], "k": 2, "calibration": True})
     attempts = _attempts(outcome)
     assert all(a["outcome"] == "success" and a["reward"] == 1.0 for a in attempts)
-    assert outcome.result["calibration"] is True
-    assert "CALIBRATION" in outcome.markdown
+    assert outcome.result is not None and outcome.result["calibration"] is True
+    assert outcome.markdown is not None and "CALIBRATION" in outcome.markdown
     run_dir = runs_dir / outcome.result["battle_id"]
     assert (run_dir / "summary.json").is_file() and (run_dir / "summary.md").is_file()
     trajectories = sorted((run_dir / "trajectories").glob("*.jsonl"))
@@ -111,7 +113,7 @@ async def test_without_calibration_the_replay_agent_learns_nothing(green_url: st
         ({"concurrency": 200}, "concurrency: at most 16 attempts in flight"),
     ],
 )
-async def test_bad_config_fails_the_task_naming_the_field(green_url: str, config: dict, message: str) -> None:
+async def test_bad_config_fails_the_task_naming_the_field(green_url: str, config: dict[str, Any], message: str) -> None:
     outcome = await assess(green_url, "http://127.0.0.1:9", config)
     assert outcome.state == "failed"
     assert message in (outcome.error or "")

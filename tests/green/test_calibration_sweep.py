@@ -44,7 +44,7 @@ async def test_calibration_scores_one_on_every_test_task(
     config = {"mode": "all", "domain": domain, "split": split, "k": 2, "calibration": True, "concurrency": 8}
     async with white_agent("replay") as white:
         outcome = await assess(green_url, white, config)
-    assert outcome.state == "completed", outcome.error
+    assert outcome.state == "completed" and outcome.result is not None, outcome.error
     await _assert_tau2_agrees(outcome.result, runs_dir, tasks * 2)
     attempts = outcome.result["attempts"]
     assert len(attempts) == tasks * 2
@@ -60,7 +60,7 @@ async def test_mock_calibration_fails_only_the_listed_gold_gaps(green_url: str, 
     config = {"mode": "all", "domain": "mock", "split": "base", "k": 2, "calibration": True, "concurrency": 8}
     async with white_agent("replay") as white:
         outcome = await assess(green_url, white, config)
-    assert outcome.state == "completed", outcome.error
+    assert outcome.state == "completed" and outcome.result is not None, outcome.error
     await _assert_tau2_agrees(outcome.result, runs_dir, 9 * 2)
     attempts = outcome.result["attempts"]
     assert len(attempts) == 9 * 2
@@ -73,5 +73,6 @@ async def test_mock_calibration_fails_only_the_listed_gold_gaps(green_url: str, 
         ("mock/base/7", "update_task_with_history_and_env_assertions")
     ]
     assert "no gold actions" in gaps[0]["reason"]
+    assert outcome.markdown is not None
     assert "Tasks whose gold solution cannot pass (tau2's data)" in outcome.markdown
     assert "Known tau2 data gap, expected to fail" in outcome.markdown

@@ -1,7 +1,7 @@
 """The storage seam: what the backend needs from a database, as a Protocol.
 
-Two implementations: `sqlite_store.SQLiteStore` (one file, one backend process: the embedded default) and
-`postgres_store.PostgresStore` (a database server that several backend replicas share). Every method that changes a
+Two implementations: `sqlite.store.SQLiteStore` (one file, one backend process: the embedded default) and
+`postgres.store.PostgresStore` (a database server that several backend replicas share). Every method that changes a
 battle does the whole change in one transaction (state, events, ELO, agent locks), so readers never see half a
 transition; every decision that must hold across replicas (the next sequence number, the one accepted result, which
 replica starts a queued battle, which agents are locked) is taken inside that transaction, by the database.

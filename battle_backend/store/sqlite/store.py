@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from battle_backend.store import sql
 from battle_backend.store.json_text import dumps
 from battle_backend.store.protocol import (
     AgentDeleteOutcome,
@@ -51,7 +52,8 @@ from battle_backend.store.records import (
     system_event,
     utc_now_iso,
 )
-from battle_backend.store.rows import BATTLE_COLUMNS, agent_record, battle_record
+from battle_backend.store.rows import agent_record, battle_record
+from battle_backend.store.sql import SQLITE
 from battle_backend.store.sqlite import transitions
 from battle_backend.store.sqlite.rows import events_after, history_entries
 from battle_backend.store.sqlite.schema import migrate
@@ -235,7 +237,7 @@ class SQLiteStore:
         """One agent with its history."""
 
         def fn(conn: sqlite3.Connection) -> AgentRecord | None:
-            row = conn.execute("SELECT * FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
+            row = conn.execute(SQLITE(sql.AGENT_BY_ID), (agent_id,)).fetchone()
             if row is None:
                 return None
             return agent_record(row, history_entries(conn, [agent_id]).get(agent_id, []))
@@ -256,7 +258,7 @@ class SQLiteStore:
         """Set the ready flag the launcher reports."""
 
         def fn(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute("UPDATE agents SET ready = ? WHERE agent_id = ?", (1 if ready else 0, agent_id))
+            cur = conn.execute(SQLITE(sql.SET_AGENT_READY), (1 if ready else 0, agent_id))
             return cur.rowcount > 0
 
         return await self._write(fn)
@@ -270,8 +272,8 @@ class SQLiteStore:
                 return AgentDeleteOutcome.NOT_FOUND
             if row["locked_by"]:
                 return AgentDeleteOutcome.LOCKED
-            conn.execute("DELETE FROM agent_battle_history WHERE agent_id = ?", (agent_id,))
-            conn.execute("DELETE FROM agents WHERE agent_id = ?", (agent_id,))
+            conn.execute(SQLITE(sql.DELETE_AGENT_HISTORY), (agent_id,))
+            conn.execute(SQLITE(sql.DELETE_AGENT), (agent_id,))
             return AgentDeleteOutcome.DELETED
 
         return await self._write(fn)
@@ -303,9 +305,7 @@ class SQLiteStore:
             if transitions.battle_row(conn, battle.battle_id) is not None:
                 raise BattleExists(battle.battle_id)
             conn.execute(
-                "INSERT INTO battles"
-                " (battle_id, green_agent_id, opponents, config, state, created_at, backend_url, green_pool, owner)"
-                " VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                SQLITE(sql.INSERT_BATTLE),
                 (
                     battle.battle_id,
                     green_agent_id,
@@ -325,7 +325,7 @@ class SQLiteStore:
         """One battle (events included unless asked not to)."""
 
         def fn(conn: sqlite3.Connection) -> BattleRecord | None:
-            row = conn.execute(f"SELECT {BATTLE_COLUMNS} FROM battles WHERE battle_id = ?", (battle_id,)).fetchone()
+            row = conn.execute(SQLITE(sql.BATTLE_BY_ID), (battle_id,)).fetchone()
             if row is None:
                 return None
             events = events_after(conn, battle_id, 0, None) if include_events else None
@@ -337,7 +337,7 @@ class SQLiteStore:
         """Every battle, oldest first."""
 
         def fn(conn: sqlite3.Connection) -> list[BattleRecord]:
-            rows = conn.execute(f"SELECT {BATTLE_COLUMNS} FROM battles ORDER BY rowid").fetchall()
+            rows = conn.execute(SQLITE(sql.ALL_BATTLES)).fetchall()
             return [
                 battle_record(row, events_after(conn, row["battle_id"], 0, None) if include_events else None)
                 for row in rows
@@ -349,7 +349,7 @@ class SQLiteStore:
         """Oldest first: for queued battles this is the queue."""
 
         def fn(conn: sqlite3.Connection) -> list[str]:
-            rows = conn.execute("SELECT battle_id FROM battles WHERE state = ? ORDER BY rowid", (state.value,))
+            rows = conn.execute(SQLITE(sql.BATTLE_IDS_IN_STATE), (state.value,))
             return [row["battle_id"] for row in rows]
 
         return await self._read(fn)

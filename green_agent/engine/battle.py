@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+import numpy as np
 
 from green_agent.engine.attempt import AttemptDeps, AttemptSpec, ToolGateway, harness_failure, run_attempt
 from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
@@ -56,6 +57,15 @@ from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.engine.tau.tasks import TaskRef, select_tasks
 from green_agent.engine.tau.users import check_user_config, make_user, user_api_key
 from green_agent.statistics import summarize_trials
+from green_agent.statistics.certification import (
+    Certification,
+    CertifyDecision,
+    build_certification,
+    certification_order,
+    certify_values,
+    ordered_observations,
+    sequential_decisions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +103,7 @@ class Battle:
         self._max_attempts = max_attempts
         self._events: list[BattleEvent] = []
         self._lock = asyncio.Lock()  # keeps events in order across concurrent attempts
-        self._attempt_tasks: list[asyncio.Task[AttemptResult]] = []
+        self._attempt_tasks: list[asyncio.Task[AttemptResult | None]] = []
         self._finished: list[AttemptResult] = []
         self._cancel_requested = False
         self._interrupt_requested = False
@@ -105,6 +115,8 @@ class Battle:
         self.resumed_attempts = 0
         self.attempts_total = 0
         self.markdown: str | None = None
+        self._certify_order: list[str] = []
+        self._certify_stopped = False
 
     @property
     def attempts_done(self) -> int:
@@ -207,6 +219,7 @@ class Battle:
                 config_hash=config_hash(self.config),
                 created_at=started_at,
                 tasks=keys,
+                certify_order=certification_order(keys, self.config.seed) if self.config.certify else None,
             )
             await self._journal.start(manifest, keep_bytes=None)
             return {}
@@ -271,8 +284,10 @@ class Battle:
         gate = asyncio.Semaphore(cfg.concurrency)
         announced: set[str] = set()
 
-        async def one(ref: TaskRef, attempt: int) -> AttemptResult:
+        async def one(ref: TaskRef, attempt: int) -> AttemptResult | None:
             async with gate:
+                if self._certify_stopped:  # decided: attempts not yet started never start
+                    return None
                 key = ref.key
                 if key not in announced:
                     announced.add(key)
@@ -289,13 +304,23 @@ class Battle:
                     log.exception("attempt %s/%s raised", key, attempt)
                     result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
                 await self._record(result)
+                if cfg.certify is not None and self._certify_decision(final=False) is not None:
+                    self._certify_stopped = True
                 finished = AttemptFinished.from_result(result, done=self.attempts_done, total=self.attempts_total)
                 await self.emit(finished, finished.text(cfg.k), trajectory=result.take_trajectory())
                 return result
 
+        scheduled = refs
+        if cfg.certify is not None:
+            # The seeded order, each task's k attempts as one block, within the budget (whole tasks); attempts
+            # start in this order (the semaphore wakes its waiters first come, first served).
+            self._certify_order = certification_order([r.key for r in refs], cfg.seed)[: self._certify_budget()]
+            by_key = {r.key: r for r in refs}
+            scheduled = [by_key[key] for key in self._certify_order]
+            self._certify_stopped = self._certify_decision(final=False) is not None  # a resume may be decided
         self._attempt_tasks = [
             asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}")
-            for ref in refs
+            for ref in scheduled
             for a in range(1, cfg.k + 1)
             if (ref.key, a) not in carried
         ]
@@ -331,6 +356,56 @@ class Battle:
         if self.run_dir is not None:
             await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown, self._all_events())
         return result
+
+    def _certify_budget(self) -> int:
+        """Tasks the certification may use: all of them, or ``max_attempts`` // k."""
+        certify, tasks = self.config.certify, self.attempts_total // max(1, self.config.k)
+        if certify is None or certify.max_attempts is None:
+            return tasks
+        return min(tasks, certify.max_attempts // self.config.k)
+
+    def _certify_state(self) -> tuple[list[float], str | None]:
+        outcomes: dict[str, list[bool | None]] = {}
+        for a in self._finished:
+            outcomes.setdefault(a.task_key, []).append(a.trial_outcome)
+        assert self.config.certify is not None
+        return ordered_observations(self._certify_order, outcomes, self.config.k, self.config.certify.j)
+
+    def _certify_decision(self, *, final: bool) -> str | None:
+        """certified / refuted once decided; inconclusive when every budgeted task entered (or ``final``)."""
+        certify = self.config.certify
+        assert certify is not None
+        values, waiting = self._certify_state()
+        return certify_values(
+            values,
+            threshold=certify.threshold,
+            confidence=certify.confidence,
+            budget_exhausted=final or waiting is None,
+        )
+
+    def _certification(self) -> Certification | None:
+        certify = self.config.certify
+        if certify is None or not self._certify_order:
+            return None
+        values, waiting = self._certify_state()
+        code, used = sequential_decisions(np.asarray([values], dtype=np.float64), certify.threshold, certify.confidence)
+        decision: CertifyDecision = "certified" if code[0] == 1 else "refuted" if code[0] == -1 else "inconclusive"
+        if decision != "inconclusive":  # the sequence at the stop: tasks completed later by attempts in flight
+            values, waiting = values[: int(used[0])], None  # are recorded in the summary, not in the sequence
+        return build_certification(
+            claim=certify.claim,
+            j=certify.j,
+            threshold=certify.threshold,
+            confidence=certify.confidence,
+            values=values,
+            decision=decision,
+            tasks_budget=len(self._certify_order),
+            attempts_used=len(self._finished),
+            attempts_fixed_design=len(self._certify_order) * self.config.k,
+            order_seed=self.config.seed,
+            order=self._certify_order,
+            waiting_for=waiting,
+        )
 
     def _all_events(self) -> list[dict[str, Any]]:
         """events.jsonl: an earlier run's events (on a resume), then this run's."""
@@ -393,6 +468,7 @@ class Battle:
             usage=battle_usage(attempts),
             resumed_attempts=self.resumed_attempts,
             fingerprint=battle_fingerprint(refs, self.config.user_simulator),
+            certification=self._certification(),
         )
         result.winner_rule = winner_rule(result)  # the rule needs the summary just built
         return result

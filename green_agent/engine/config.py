@@ -106,6 +106,46 @@ class ModelPrice(StrictModel):
         ) / 1_000_000
 
 
+class CertifyConfig(StrictModel):
+    """``certify`` in ``[pass_k_config]``: stop the battle once "pass^j >= threshold" is decided (issue 28).
+
+    Written as a table (``certify = { metric = "pass^4", threshold = 0.8 }``) or a string (``certify =
+    "pass^4>=0.8"``). The battle then visits its tasks in a seeded order and stops when the anytime-valid confidence
+    sequence lies wholly above the threshold (certified), wholly below (refuted), or the budget is spent
+    (inconclusive); see docs/metrics.md, "Certify early".
+    """
+
+    metric: str = Field(pattern=r"^pass\^[1-9][0-9]*$")
+    """``pass^j`` with j <= k (``pass^1`` is the mean success rate)."""
+    threshold: float = Field(gt=0.0, lt=1.0, allow_inf_nan=False)
+    confidence: float = Field(default=0.95, ge=0.5, le=0.999, allow_inf_nan=False)
+    max_attempts: int | None = Field(default=None, ge=1)
+    """Budget of attempts (default: the scenario's tasks x k); whole tasks only (rounded down to a multiple of k)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_claim(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            text = data.replace(" ", "")
+            metric, sep, threshold = text.partition(">=")
+            if not sep:
+                raise ValueError(f"expected a claim like 'pass^4>=0.8', got {data!r}")
+            try:
+                return {"metric": metric, "threshold": float(threshold)}
+            except ValueError:
+                raise ValueError(f"expected a claim like 'pass^4>=0.8', got {data!r}") from None
+        return data
+
+    @property
+    def j(self) -> int:
+        """The j of pass^j."""
+        return int(self.metric.removeprefix("pass^"))
+
+    @property
+    def claim(self) -> str:
+        return f"{self.metric} >= {self.threshold:g}"
+
+
 class BattleConfig(StrictModel):
     """The ``[pass_k_config]`` table plus the harness's extensions.
 
@@ -138,6 +178,8 @@ class BattleConfig(StrictModel):
     """Wall-clock bound of one tool call (tools run in a killable process of the attempt's own); a call that
     exceeds it ends the attempt as the agent's ``timeout``."""
     max_reply_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
+    certify: CertifyConfig | None = Field(default=None, exclude_if=lambda certify: certify is None)
+    """Stop early once the claim is decided (:class:`CertifyConfig`); absent: the fixed design runs every attempt."""
     """Largest white-agent reply body read per turn; a larger reply is the agent's ``format_error``."""
     user_simulator: UserSimulatorConfig = UserSimulatorConfig()
     prices: dict[str, ModelPrice] = Field(default_factory=dict, exclude_if=lambda prices: not prices)
@@ -200,6 +242,8 @@ class BattleConfig(StrictModel):
     def _manual_single_domain(self) -> BattleConfig:
         if self.mode == "manual" and not isinstance(self.domain, str):
             raise ValueError("domain: manual mode takes one domain (use mode = 'random' or 'all' for several)")
+        if self.certify is not None and self.certify.j > self.k:
+            raise ValueError(f"certify.metric: {self.certify.metric} needs j <= k (k = {self.k})")
         return self
 
     def planned_attempts(self) -> int | None:

@@ -239,6 +239,30 @@ def _task_section(key: str, attempts: list[AttemptResult], k: int, gold_gap: str
     return lines
 
 
+def _certification_lines(result: BattleResult) -> list[str]:
+    """The ``certify`` decision (issue 28): claim, decision, the confidence sequence at the stop, attempts used."""
+    cert = result.certification
+    if cert is None:
+        return []
+
+    def num(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
+    return [
+        "",
+        f"## Certification: {cert.claim} — {cert.decision.upper()}",
+        "",
+        f"- decision after {cert.tasks_observed} of {cert.tasks_budget} tasks in the seeded order (seed "
+        f"{cert.order_seed}); attempts used: {cert.attempts_used} of the fixed design's {cert.attempts_fixed_design}",
+        f"- {cert.confidence:.0%} anytime-valid confidence sequence at the stop: [{num(cert.sequence_low)}, "
+        f"{num(cert.sequence_high)}] (valid at every look; the basis of the decision)",
+        f"- estimate {num(cert.estimate)}, interval [{num(cert.interval_low)}, {num(cert.interval_high)}]: "
+        f"{cert.interval_note}",
+        "- method: betting confidence sequence on per-task pass^j estimates, in order (docs/metrics.md, "
+        '"Certify early")',
+    ]
+
+
 def render_markdown(result: BattleResult) -> str:
     """The battle summary as markdown: headline table across tasks, then the seed's per-task sections."""
     k = result.config.k
@@ -269,6 +293,7 @@ def render_markdown(result: BattleResult) -> str:
         f"- infrastructure errors (excluded from n, not the agent's fault): {result.infrastructure_errors}",
         f"- winner rule: {result.winner_rule or winner_rule(result)}",
     ]
+    lines += _certification_lines(result)
     micro = result.summary.micro
     micro_label, macro_label = result.summary.interval_labels()
     lines.append(

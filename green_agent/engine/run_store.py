@@ -82,6 +82,9 @@ class RunManifest(BaseModel):
     created_at: str
     tasks: list[str] = Field(default_factory=list)
     """The task keys the battle selected, in order (shown when a resume finds a different task set)."""
+    certify_order: list[str] | None = Field(default=None, exclude_if=lambda order: order is None)
+    """Battles with ``certify``: the seeded order the confidence sequence visits the tasks in (a resume continues
+    it; it is a function of the tasks and the seed, recorded so a reader can audit it)."""
 
 
 def config_fingerprint(config: BattleConfig) -> dict[str, Any]:

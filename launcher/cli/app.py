@@ -168,6 +168,15 @@ def run(
             "--json", help="print the verdict as one JSON object on standard output (progress goes to standard error)"
         ),
     ] = False,
+    certify: Annotated[
+        str | None,
+        typer.Option(
+            "--certify",
+            metavar="CLAIM",
+            help='stop as soon as CLAIM (e.g. "pass^4>=0.8") is decided by an anytime-valid confidence sequence: '
+            "exit 0 certified, 1 refuted, 6 inconclusive (budget spent)",
+        ),
+    ] = None,
     startup_timeout: Annotated[float, typer.Option(help="seconds each agent gets to answer its card")] = 120.0,
     log_level: Annotated[str, typer.Option(help="log level of the arena process itself")] = "warning",
     green_module: Annotated[str, typer.Option(hidden=True)] = "green_agent",
@@ -202,6 +211,7 @@ def run(
         fail_under=list(fail_under or []),
         fail_under_lower=list(fail_under_lower or []),
         json_output=json_output,
+        certify=certify,
     )
 
     def finish(exit_code: int, error: str | None = None, verdict: RunVerdict | None = None) -> typer.Exit:

@@ -23,16 +23,17 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 from rich.console import Console
 
-from green_agent.engine.config import ConfigError, remote_config_dict
+from green_agent.engine.config import BattleConfig, ConfigError, format_validation_error, remote_config_dict
 from green_agent.engine.run_store import RUN_FILE, summary_status
 from green_agent.wire.process import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
@@ -106,6 +107,9 @@ class RunOptions:
     """``--fail-under-lower METRIC=VALUE``: the interval's lower bound must reach VALUE (else exit 1)."""
     json_output: bool = False
     """``--json``: print no verdict text (the caller prints :attr:`RunReport.verdict` as JSON)."""
+    certify: str | None = None
+    """``--certify "pass^4>=0.8"``: set ``[pass_k_config] certify`` (stop once decided; exit 0 certified, 1 refuted,
+    6 inconclusive)."""
 
 
 @dataclass
@@ -139,6 +143,44 @@ class RunReport:
     """Set when the battle completed: what ``--json`` prints."""
 
 
+EXIT_INCONCLUSIVE = 6
+"""A ``certify`` battle spent its budget without deciding its claim."""
+
+
+def with_certify(scenario: Scenario, claim: str) -> Scenario:
+    """The scenario with ``--certify`` as its ``[pass_k_config] certify`` (ConfigError naming the flag)."""
+    try:
+        config = BattleConfig.model_validate({**scenario.pass_k_config.model_dump(), "certify": claim})
+    except ValidationError as error:
+        raise ConfigError(f"--certify: {format_validation_error(error)}") from None
+    return scenario.model_copy(update={"pass_k_config": config})
+
+
+def certify_exit_code(summary: Mapping[str, Any]) -> int | None:
+    """0 certified, 1 refuted, 6 inconclusive for a battle with ``certify``; None without."""
+    cert = summary.get("certification")
+    if not isinstance(cert, Mapping):
+        return None
+    return {"certified": EXIT_OK, "refuted": 1, "inconclusive": EXIT_INCONCLUSIVE}.get(str(cert.get("decision")))
+
+
+def certify_line(summary: Mapping[str, Any]) -> str | None:
+    """The certification verdict in one line (None without ``certify``)."""
+    cert = summary.get("certification")
+    if not isinstance(cert, Mapping):
+        return None
+
+    def num(v: object) -> str:
+        return f"{v:.3f}" if isinstance(v, (int, float)) else "n/a"
+
+    return (
+        f"certify {cert.get('claim')}: {str(cert.get('decision')).upper()} after {cert.get('attempts_used')} of "
+        f"{cert.get('attempts_fixed_design')} attempts ({cert.get('tasks_observed')} tasks in sequence); "
+        f"{num(cert.get('confidence'))} confidence sequence [{num(cert.get('sequence_low'))}, "
+        f"{num(cert.get('sequence_high'))}], estimate {num(cert.get('estimate'))} (exit {certify_exit_code(summary)})"
+    )
+
+
 def generate_battle_id(name: str) -> str:
     """``<scenario name>-<UTC time>-<random>``: sortable, unique, safe as a directory name."""
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:40] or "battle"
@@ -164,6 +206,8 @@ def check_secrets_present(scenario: Scenario) -> None:
 def prepare_run(options: RunOptions) -> PreparedRun:
     """Validate the scenario, the battle id and the secrets; raise :class:`ConfigError` naming the field."""
     scenario = load_scenario(options.scenario_path)
+    if options.certify is not None:
+        scenario = with_certify(scenario, options.certify)
     if options.battle_id is not None and not _BATTLE_ID_RE.match(options.battle_id):
         raise ConfigError(
             f"--battle-id: {options.battle_id!r} must be 1-128 characters of letters, digits, '.', '_' or '-' "
@@ -557,6 +601,14 @@ async def conclude_run(
     report.verdict = verdict
     report.exit_code = verdict.exit_code
     report.error = verdict.error
+    certified = certify_exit_code(summary)
+    if certified is not None and verdict.exit_code == EXIT_OK:  # gates that failed, nothing measured: those win
+        report.exit_code = certified
+    line = certify_line(summary)
+    if line is not None:
+        extra_lines = [*extra_lines, line]
+        if options.quiet and not options.json_output:
+            say(console, line)
     if options.json_output:
         return
     if options.quiet:

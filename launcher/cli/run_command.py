@@ -49,6 +49,7 @@ from launcher.cli.run_verdict import (
     RunVerdict,
     load_summary,
     one_line,
+    outcome_for_exit,
     parse_gates,
     verdict_from_summary,
     verdict_lines,
@@ -604,6 +605,9 @@ async def conclude_run(
     certified = certify_exit_code(summary)
     if certified is not None and verdict.exit_code == EXIT_OK:  # gates that failed, nothing measured: those win
         report.exit_code = certified
+        report.verdict = verdict = verdict.model_copy(
+            update={"exit_code": certified, "outcome": outcome_for_exit(certified)}
+        )
     line = certify_line(summary)
     if line is not None:
         extra_lines = [*extra_lines, line]

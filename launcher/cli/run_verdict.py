@@ -81,6 +81,7 @@ Outcome = Literal[
     "agent_unreachable",
     "nothing_measured",
     "interrupted",
+    "inconclusive",
 ]
 _OUTCOME_BY_EXIT: dict[int, Outcome] = {
     EXIT_OK: "completed",
@@ -89,6 +90,7 @@ _OUTCOME_BY_EXIT: dict[int, Outcome] = {
     EXIT_HARNESS_ERROR: "harness_error",
     EXIT_AGENT_UNREACHABLE: "agent_unreachable",
     EXIT_NOTHING_MEASURED: "nothing_measured",
+    6: "inconclusive",  # a certify battle that spent its budget undecided (launcher.cli.run_command)
 }
 
 
@@ -449,7 +451,9 @@ def _headline(verdict: RunVerdict) -> str:
         return "verdict: NOTHING MEASURED (exit 5): every attempt was an infrastructure error"
     if verdict.exit_code == EXIT_GATE_FAILED:
         failed = [g.metric for g in verdict.gates if not g.passed]
-        return f"verdict: GATE FAILED (exit 1): {', '.join(failed)}"
+        return f"verdict: GATE FAILED (exit 1): {', '.join(failed) or 'the certify claim was refuted'}"
+    if verdict.outcome == "inconclusive":
+        return "verdict: INCONCLUSIVE (exit 6): the certify budget was spent before the claim was decided"
     if verdict.gates:
         return "verdict: completed, every gate passed (exit 0)"
     return "verdict: completed (exit 0; no gate given: --fail-under METRIC=VALUE)"

@@ -110,6 +110,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if getattr(app.state, "warming", None) is not None:  # its pools are closed: battles would only fail
+            raise RuntimeError("a green agent app serves once: call create_app() again for another server")
         async with contextlib.AsyncExitStack() as stack:
             # Neither pool is waited for: /health answers at once, the workers and the fork server warm up in the
             # background, and an attempt that needs them before they are warm simply waits its turn.

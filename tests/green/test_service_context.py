@@ -49,3 +49,13 @@ def test_two_components_with_a_gateway_are_refused(tmp_path: Path) -> None:
     components = [McpComponent(public_url="http://127.0.0.1:9"), McpComponent(public_url="http://127.0.0.1:9")]
     with pytest.raises(ValueError, match="components: 2 of them provide a tool gateway"):
         create_app("http://127.0.0.1:9", runs_dir=tmp_path, components=components)
+
+
+async def test_an_app_serves_once(tmp_path: Path) -> None:
+    """The context's pools close with the first lifespan: a second one is refused, not left to fail every score."""
+    app = create_app("http://127.0.0.1:9", runs_dir=tmp_path, scoring_workers=1)
+    async with app.router.lifespan_context(app):
+        pass
+    with pytest.raises(RuntimeError, match="serves once"):
+        async with app.router.lifespan_context(app):
+            pass

@@ -24,7 +24,6 @@ Design (uniform allocation, early stopping; validity shown by ``benchmarks/bench
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -44,15 +43,20 @@ from green_agent.statistics.passk import pass_hat_k
 CertifyDecision = Literal["certified", "refuted", "inconclusive"]
 CERTIFY_METHOD = "betting_cs_wsr2024_sequential"
 
-_SPEC_RE = re.compile(r"^\s*pass\^(\d+)\s*>=\s*([0-9]*\.?[0-9]+)\s*$")
-
 
 def parse_certify_claim(text: str) -> tuple[int, float]:
     """``"pass^4>=0.8"`` -> (4, 0.8). ValueError naming the expected form otherwise."""
-    match = _SPEC_RE.match(text)
-    if match is None:
-        raise ValueError(f"certify: expected a claim like 'pass^4>=0.8', got {text!r}")
-    return int(match.group(1)), float(match.group(2))
+    metric, sep, value = "".join(text.split()).partition(">=")
+    j_text = metric.removeprefix("pass^")
+    try:
+        if not sep or j_text == metric or not j_text.isdigit():
+            raise ValueError
+        threshold = float(value)
+        if not math.isfinite(threshold):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"certify: expected a claim like 'pass^4>=0.8', got {text!r}") from None
+    return int(j_text), threshold
 
 
 def certification_order(task_keys: Sequence[str], seed: int) -> list[str]:

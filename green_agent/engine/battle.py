@@ -117,6 +117,7 @@ class Battle:
         self.markdown: str | None = None
         self._certify_order: list[str] = []
         self._certify_stopped = False
+        self._baseline: dict[str, float] = {}
 
     @property
     def attempts_done(self) -> int:
@@ -181,6 +182,8 @@ class Battle:
                 f"k: {len(refs)} tasks x k={cfg.k} = {self.attempts_total} attempts exceed this green "
                 f"agent's limit of {self._max_attempts} per battle"
             )
+        if cfg.certify is not None:
+            await self._prepare_certify(refs)
         carried = await self._open_run_dir(refs, started_at)
         started = BattleStarted(
             battle_id=self.battle_id,
@@ -219,7 +222,7 @@ class Battle:
                 config_hash=config_hash(self.config),
                 created_at=started_at,
                 tasks=keys,
-                certify_order=certification_order(keys, self.config.seed) if self.config.certify else None,
+                certify_order=self._certify_order if self.config.certify else None,
             )
             await self._journal.start(manifest, keep_bytes=None)
             return {}
@@ -314,7 +317,6 @@ class Battle:
         if cfg.certify is not None:
             # The seeded order, each task's k attempts as one block, within the budget (whole tasks); attempts
             # start in this order (the semaphore wakes its waiters first come, first served).
-            self._certify_order = certification_order([r.key for r in refs], cfg.seed)[: self._certify_budget()]
             by_key = {r.key: r for r in refs}
             scheduled = [by_key[key] for key in self._certify_order]
             self._certify_stopped = self._certify_decision(final=False) is not None  # a resume may be decided
@@ -364,12 +366,31 @@ class Battle:
             return tasks
         return min(tasks, certify.max_attempts // self.config.k)
 
+    async def _prepare_certify(self, refs: list[TaskRef]) -> None:
+        """The seeded order (within the budget); for a comparison, the baseline's per-task pass^j, and only the
+        tasks the baseline has a value for (paired by task key, as arena compare pairs)."""
+        certify = self.config.certify
+        assert certify is not None
+        keys = certification_order([r.key for r in refs], self.config.seed)
+        if certify.compare is not None:
+            if certify.baseline_values is None:
+                raise ConfigError("certify.baseline_values: a comparison needs the baseline's per-task values")
+            self._baseline = dict(certify.baseline_values)
+            keys = [key for key in keys if key in self._baseline]
+            if not keys:
+                raise ConfigError("certify.baseline_values: the baseline has none of this battle's tasks")
+        self._certify_order = keys[: self._certify_budget()]
+
     def _certify_state(self) -> tuple[list[float], str | None]:
         outcomes: dict[str, list[bool | None]] = {}
         for a in self._finished:
             outcomes.setdefault(a.task_key, []).append(a.trial_outcome)
         assert self.config.certify is not None
-        return ordered_observations(self._certify_order, outcomes, self.config.k, self.config.certify.j)
+        values, waiting = ordered_observations(self._certify_order, outcomes, self.config.k, self.config.certify.j)
+        if self.config.certify.compare is not None:  # paired difference d in [-1, 1] as (d + 1) / 2 in [0, 1]
+            base = self._baseline
+            values = [(v - base[key] + 1.0) / 2.0 for v, key in zip(values, self._certify_order, strict=False)]
+        return values, waiting
 
     def _certify_decision(self, *, final: bool) -> str | None:
         """certified / refuted once decided; inconclusive when every budgeted task entered (or ``final``)."""
@@ -378,7 +399,7 @@ class Battle:
         values, waiting = self._certify_state()
         return certify_values(
             values,
-            threshold=certify.threshold,
+            threshold=certify.decision_threshold,
             confidence=certify.confidence,
             budget_exhausted=final or waiting is None,
         )
@@ -388,14 +409,16 @@ class Battle:
         if certify is None or not self._certify_order:
             return None
         values, waiting = self._certify_state()
-        code, used = sequential_decisions(np.asarray([values], dtype=np.float64), certify.threshold, certify.confidence)
+        code, used = sequential_decisions(
+            np.asarray([values], dtype=np.float64), certify.decision_threshold, certify.confidence
+        )
         decision: CertifyDecision = "certified" if code[0] == 1 else "refuted" if code[0] == -1 else "inconclusive"
         if decision != "inconclusive":  # the sequence at the stop: tasks completed later by attempts in flight
             values, waiting = values[: int(used[0])], None  # are recorded in the summary, not in the sequence
         return build_certification(
             claim=certify.claim,
             j=certify.j,
-            threshold=certify.threshold,
+            threshold=certify.decision_threshold,
             confidence=certify.confidence,
             values=values,
             decision=decision,
@@ -405,6 +428,7 @@ class Battle:
             order_seed=self.config.seed,
             order=self._certify_order,
             waiting_for=waiting,
+            baseline=certify.baseline if certify.compare is not None else None,
         )
 
     def _all_events(self) -> list[dict[str, Any]]:

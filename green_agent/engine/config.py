@@ -113,28 +113,70 @@ class CertifyConfig(StrictModel):
     "pass^4>=0.8"``). The battle then visits its tasks in a seeded order and stops when the anytime-valid confidence
     sequence lies wholly above the threshold (certified), wholly below (refuted), or the budget is spent
     (inconclusive); see docs/metrics.md, "Certify early".
+
+    Against a baseline run directory instead of a threshold (``compare``): ``"pass^1>=baseline-0.05"`` (no worse
+    than the baseline by more than the margin) or ``"pass^1>baseline+0.05"`` (better by more than the margin), with
+    ``baseline`` the run directory (``arena run --certify-baseline DIR``); tasks pair by task key as in
+    ``arena compare``. A remote request may not name a baseline (a path on the green agent's machine).
     """
 
     metric: str = Field(pattern=r"^pass\^[1-9][0-9]*$")
     """``pass^j`` with j <= k (``pass^1`` is the mean success rate)."""
-    threshold: float = Field(gt=0.0, lt=1.0, allow_inf_nan=False)
+    threshold: float | None = Field(default=None, gt=0.0, lt=1.0, allow_inf_nan=False)
     confidence: float = Field(default=0.95, ge=0.5, le=0.999, allow_inf_nan=False)
     max_attempts: int | None = Field(default=None, ge=1)
     """Budget of attempts (default: the scenario's tasks x k); whole tasks only (rounded down to a multiple of k)."""
+    compare: Literal["no_worse", "better"] | None = None
+    """A comparison with ``baseline`` instead of a threshold."""
+    margin: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
+    baseline: str | None = Field(default=None, min_length=1, max_length=4096)
+    """The baseline's run directory (comparisons only): ``arena run`` reads it into ``baseline_values``; the green
+    agent never opens it (a remote request names no path the green agent would read)."""
+    baseline_values: dict[str, float] | None = Field(default=None, max_length=MAX_NUM_TASKS)
+    """Comparisons: the baseline's per-task pass^j (task key -> value in [0, 1]), paired by task key."""
+
+    @field_validator("baseline_values")
+    @classmethod
+    def _unit_values(cls, values: dict[str, float] | None) -> dict[str, float] | None:
+        for key, value in (values or {}).items():
+            if len(key) > 512 or not (0.0 <= value <= 1.0):
+                raise ValueError(f"{key[:60]!r}: each value must lie in [0, 1] under a key of at most 512 characters")
+        return values
 
     @model_validator(mode="before")
     @classmethod
     def _from_claim(cls, data: Any) -> Any:
-        if isinstance(data, str):
-            text = data.replace(" ", "")
-            metric, sep, threshold = text.partition(">=")
-            if not sep:
-                raise ValueError(f"expected a claim like 'pass^4>=0.8', got {data!r}")
-            try:
-                return {"metric": metric, "threshold": float(threshold)}
-            except ValueError:
-                raise ValueError(f"expected a claim like 'pass^4>=0.8', got {data!r}") from None
-        return data
+        if not isinstance(data, str):
+            return data
+        text = data.replace(" ", "")
+        bad = f"expected a claim like 'pass^4>=0.8', 'pass^1>=baseline-0.05' or 'pass^1>baseline', got {data!r}"
+        for op, kind in ((">=baseline", "no_worse"), (">baseline", "better")):
+            metric, sep, rest = text.partition(op)
+            if sep:
+                if rest and rest[0] != ("-" if kind == "no_worse" else "+"):
+                    raise ValueError(bad)
+                try:
+                    margin = abs(float(rest)) if rest else 0.0
+                except ValueError:
+                    raise ValueError(bad) from None
+                return {"metric": metric, "compare": kind, "margin": margin}
+        metric, sep, threshold = text.partition(">=")
+        if not sep:
+            raise ValueError(bad)
+        try:
+            return {"metric": metric, "threshold": float(threshold)}
+        except ValueError:
+            raise ValueError(bad) from None
+
+    @model_validator(mode="after")
+    def _threshold_or_baseline(self) -> CertifyConfig:
+        if self.compare is None and self.threshold is None:
+            raise ValueError("threshold: required (or compare with a baseline)")
+        if self.compare is not None and self.threshold is not None:
+            raise ValueError("threshold: not with compare (the baseline is the reference)")
+        if self.compare is None and (self.baseline is not None or self.baseline_values is not None):
+            raise ValueError("baseline: only with compare")
+        return self
 
     @property
     def j(self) -> int:
@@ -142,7 +184,21 @@ class CertifyConfig(StrictModel):
         return int(self.metric.removeprefix("pass^"))
 
     @property
+    def decision_threshold(self) -> float:
+        """The threshold the confidence sequence is checked at: ``threshold``, or for a comparison the bound on
+        the paired difference d in [-1, 1] (-margin no worse, +margin better) on the scale (d + 1) / 2."""
+        if self.compare is None:
+            assert self.threshold is not None
+            return self.threshold
+        bound = -self.margin if self.compare == "no_worse" else self.margin
+        return (bound + 1.0) / 2.0
+
+    @property
     def claim(self) -> str:
+        if self.compare == "no_worse":
+            return f"{self.metric} >= baseline - {self.margin:g}"
+        if self.compare == "better":
+            return f"{self.metric} > baseline + {self.margin:g}"
         return f"{self.metric} >= {self.threshold:g}"
 
 

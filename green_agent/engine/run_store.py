@@ -48,6 +48,7 @@ from green_agent.run_files import (
     open_run_file,
     read_run_file,
 )
+from green_agent.statistics.certification import task_value
 from green_agent.text_safety import clean_json, clean_text
 
 RUN_FILE: Final = "run.json"
@@ -352,3 +353,16 @@ class AttemptJournal:
 
         async with self._lock:
             await asyncio.to_thread(write)
+
+
+def baseline_values(run_dir: Path, j: int) -> dict[str, float]:
+    """A baseline run's per-task unbiased pass^j (tasks with at least j scored attempts), for a ``certify``
+    comparison. RunFileError (a ConfigError) naming ``certify.baseline`` when it is not a run directory. Blocking."""
+    stored = load_run(run_dir)
+    if stored is None:
+        raise RunFileError(f"certify.baseline: {run_dir} is not an Arena run directory (no run.json)")
+    outcomes: dict[str, list[bool | None]] = {}
+    for (key, _), attempt in sorted(stored.attempts.attempts.items()):
+        outcomes.setdefault(key, []).append(attempt.trial_outcome)
+    values = {key: task_value(got, j) for key, got in outcomes.items()}
+    return {key: value for key, value in values.items() if value is not None}

@@ -168,6 +168,9 @@ class Certification(BaseModel):
     """The seeded task order (the sequence's order)."""
     waiting_for: str | None = None
     """The task the sequence was waiting on when the budget ended (incomplete or without enough scored attempts)."""
+    baseline: str | None = None
+    """Comparisons: the baseline's run directory. ``threshold``, the sequence, the estimate and its interval are
+    then about the paired difference candidate - baseline in [-1, 1] (per task, paired by task key)."""
     method: str = CERTIFY_METHOD
     bets: str = BETTING_METHOD
 
@@ -202,8 +205,10 @@ def build_certification(
     order_seed: int,
     order: Sequence[str],
     waiting_for: str | None,
+    baseline: str | None = None,
 ) -> Certification:
-    """The summary object: the confidence sequence over the observations at the stop and the point estimate."""
+    """The summary object: the confidence sequence over the observations at the stop and the point estimate. With
+    ``baseline`` the observations are (d + 1) / 2 of paired differences d: figures are reported on d's scale."""
     cs_low = cs_high = est = i_low = i_high = None
     if values:
         cs = betting_confidence_sequence(list(values), confidence=confidence)
@@ -212,6 +217,13 @@ def build_certification(
         fixed = betting_interval(list(values), confidence=confidence)
         if fixed is not None:
             i_low, i_high = fixed.low, fixed.high
+    if baseline is not None:
+
+        def back(v: float | None) -> float | None:
+            return None if v is None else 2.0 * v - 1.0
+
+        cs_low, cs_high, est, i_low, i_high = back(cs_low), back(cs_high), back(est), back(i_low), back(i_high)
+        threshold = 2.0 * threshold - 1.0
     return Certification(
         claim=claim,
         metric_j=j,
@@ -230,4 +242,5 @@ def build_certification(
         order_seed=order_seed,
         order=list(order),
         waiting_for=waiting_for,
+        baseline=baseline,
     )

@@ -174,8 +174,13 @@ def run(
             "--certify",
             metavar="CLAIM",
             help='stop as soon as CLAIM (e.g. "pass^4>=0.8") is decided by an anytime-valid confidence sequence: '
-            "exit 0 certified, 1 refuted, 6 inconclusive (budget spent)",
+            "exit 0 certified, 1 refuted, 6 inconclusive (budget spent); against a baseline run: "
+            '"pass^1>=baseline-0.05" (no worse) or "pass^1>baseline" (better) with --certify-baseline',
         ),
+    ] = None,
+    certify_baseline: Annotated[
+        Path | None,
+        typer.Option("--certify-baseline", metavar="RUN_DIR", help="the baseline run of a --certify comparison"),
     ] = None,
     startup_timeout: Annotated[float, typer.Option(help="seconds each agent gets to answer its card")] = 120.0,
     log_level: Annotated[str, typer.Option(help="log level of the arena process itself")] = "warning",
@@ -212,6 +217,7 @@ def run(
         fail_under_lower=list(fail_under_lower or []),
         json_output=json_output,
         certify=certify,
+        certify_baseline=certify_baseline,
     )
 
     def finish(exit_code: int, error: str | None = None, verdict: RunVerdict | None = None) -> typer.Exit:

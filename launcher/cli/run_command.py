@@ -33,8 +33,14 @@ import httpx
 from pydantic import ValidationError
 from rich.console import Console
 
-from green_agent.engine.config import BattleConfig, ConfigError, format_validation_error, remote_config_dict
-from green_agent.engine.run_store import RUN_FILE, summary_status
+from green_agent.engine.config import (
+    BattleConfig,
+    CertifyConfig,
+    ConfigError,
+    format_validation_error,
+    remote_config_dict,
+)
+from green_agent.engine.run_store import RUN_FILE, baseline_values, summary_status
 from green_agent.wire.process import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
 from launcher.cli.battle_display import BattleDisplay, say
@@ -109,6 +115,8 @@ class RunOptions:
     json_output: bool = False
     """``--json``: print no verdict text (the caller prints :attr:`RunReport.verdict` as JSON)."""
     certify: str | None = None
+    certify_baseline: Path | None = None
+    """``--certify-baseline DIR``: the baseline run of a comparison claim (``"pass^1>=baseline-0.05"``)."""
     """``--certify "pass^4>=0.8"``: set ``[pass_k_config] certify`` (stop once decided; exit 0 certified, 1 refuted,
     6 inconclusive)."""
 
@@ -148,12 +156,26 @@ EXIT_INCONCLUSIVE = 6
 """A ``certify`` battle spent its budget without deciding its claim."""
 
 
-def with_certify(scenario: Scenario, claim: str) -> Scenario:
-    """The scenario with ``--certify`` as its ``[pass_k_config] certify`` (ConfigError naming the flag)."""
+def with_certify(scenario: Scenario, claim: str, baseline: Path | None = None) -> Scenario:
+    """The scenario with ``--certify`` (and ``--certify-baseline``, made absolute) as its ``[pass_k_config]
+    certify`` (ConfigError naming the flag)."""
+    certify: dict[str, Any] | str = claim
     try:
-        config = BattleConfig.model_validate({**scenario.pass_k_config.model_dump(), "certify": claim})
+        if baseline is not None:
+            parsed = CertifyConfig.model_validate(claim)
+            if parsed.compare is None:
+                raise ConfigError("--certify-baseline: only with a comparison claim (e.g. 'pass^1>=baseline-0.05')")
+            values = baseline_values(baseline, parsed.j)  # RunFileError (a ConfigError) names certify.baseline
+            certify = {
+                **parsed.model_dump(exclude_none=True),
+                "baseline": str(baseline.resolve()),
+                "baseline_values": values,
+            }
+        config = BattleConfig.model_validate({**scenario.pass_k_config.model_dump(), "certify": certify})
     except ValidationError as error:
         raise ConfigError(f"--certify: {format_validation_error(error)}") from None
+    if config.certify is not None and config.certify.compare is not None and config.certify.baseline is None:
+        raise ConfigError("--certify-baseline: a comparison claim needs the baseline's run directory")
     return scenario.model_copy(update={"pass_k_config": config})
 
 
@@ -208,7 +230,18 @@ def prepare_run(options: RunOptions) -> PreparedRun:
     """Validate the scenario, the battle id and the secrets; raise :class:`ConfigError` naming the field."""
     scenario = load_scenario(options.scenario_path)
     if options.certify is not None:
-        scenario = with_certify(scenario, options.certify)
+        scenario = with_certify(scenario, options.certify, options.certify_baseline)
+    elif options.certify_baseline is not None:
+        raise ConfigError("--certify-baseline: only with --certify (a comparison claim, e.g. 'pass^1>=baseline')")
+    cert = scenario.pass_k_config.certify
+    if cert is not None and cert.compare is not None and cert.baseline_values is None:
+        if cert.baseline is None:  # [pass_k_config] certify with compare but no baseline run
+            raise ConfigError("pass_k_config.certify.baseline: a comparison needs the baseline's run directory")
+        values = baseline_values(Path(cert.baseline), cert.j)
+        filled = cert.model_copy(update={"baseline": str(Path(cert.baseline).resolve()), "baseline_values": values})
+        scenario = scenario.model_copy(
+            update={"pass_k_config": scenario.pass_k_config.model_copy(update={"certify": filled})}
+        )
     if options.battle_id is not None and not _BATTLE_ID_RE.match(options.battle_id):
         raise ConfigError(
             f"--battle-id: {options.battle_id!r} must be 1-128 characters of letters, digits, '.', '_' or '-' "

@@ -55,3 +55,21 @@ def test_exit_codes_follow_the_decision() -> None:
     assert outcome_for_exit(6) == "inconclusive"
     line = certify_line(summary("refuted"))
     assert line is not None and "REFUTED" in line and "exit 1" in line
+
+
+def test_comparison_claims_parse_and_their_baseline_values_are_bounded() -> None:
+    worse = BattleConfig.model_validate({"k": 2, "certify": "pass^1 >= baseline - 0.05"}).certify
+    assert worse is not None and worse.compare == "no_worse" and worse.decision_threshold == pytest.approx(0.475)
+    better = BattleConfig.model_validate({"k": 2, "certify": "pass^2>baseline"}).certify
+    assert better is not None and better.compare == "better" and better.decision_threshold == 0.5
+    remote = parse_remote_battle_config(
+        {"k": 2, "certify": {"metric": "pass^1", "compare": "better", "baseline_values": {"retail/test/1": 0.5}}},
+        BattleConfig(),
+    )
+    assert remote.certify is not None and remote.certify.baseline_values == {"retail/test/1": 0.5}
+    with pytest.raises(ConfigError, match=r"certify\.baseline_values"):
+        parse_battle_config(
+            {"k": 2, "certify": {"metric": "pass^1", "compare": "better", "baseline_values": {"t": 1.5}}}
+        )
+    with pytest.raises(ConfigError, match=r"certify: threshold: not with compare"):
+        parse_battle_config({"k": 2, "certify": {"metric": "pass^1", "compare": "better", "threshold": 0.5}})

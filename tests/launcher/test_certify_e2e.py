@@ -153,3 +153,24 @@ def test_certify_stops_early_and_resumes_after_kill_9_into_the_same_sequence(sce
     for name in ("decision", "order", "tasks_observed", "sequence_low", "sequence_high", "estimate", "claim"):
         assert again[name] == cert[name], name
     assert not ours(runs)
+
+
+@pytest.mark.slow
+def test_certify_against_a_baseline_run_stops_when_the_paired_difference_is_decided(
+    scenario: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    base = run_to_end(arena(scenario, runs, "--battle-id", "base"))  # the fixed design: every attempt
+    assert base.returncode == 0, base.stdout + base.stderr
+    # The same agent again: the paired difference is about 0, so "no worse by more than 0.5" is certified early.
+    claim = "pass^1>=baseline-0.5"
+    argv = arena(scenario, runs, "--battle-id", "vs", "--certify", claim, "--certify-baseline", str(runs / "base"))
+    done = run_to_end(argv)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cert = read_json(runs / "vs" / "summary.json")["certification"]
+    assert cert["decision"] == "certified" and cert["claim"] == "pass^1 >= baseline - 0.5"
+    assert cert["threshold"] == pytest.approx(-0.5) and cert["baseline"] == str((runs / "base").resolve())
+    assert cert["sequence_low"] > -0.5 and cert["attempts_used"] < cert["attempts_fixed_design"]
+
+    refused = run_to_end(arena(scenario, runs, "--certify", claim))  # no baseline named: refused before starting
+    assert refused.returncode == 2 and "--certify-baseline" in refused.stdout

@@ -72,8 +72,12 @@ CSV_COLUMNS: tuple[str, ...] = (
     "env_assertions_met",
     "env_assertions_total",
     "trajectory_file",
+    "tau2",
+    "task_hash",
 )
-"""One row per attempt. ``counted`` is false for infrastructure errors (excluded from n in pass^k)."""
+"""One row per attempt. ``counted`` is false for infrastructure errors (excluded from n in pass^k). ``tau2`` and
+``task_hash`` come from the battle's fingerprint (the tau2 distribution and version it was scored on, the sha256 of
+the task as that tau2 loaded it); empty for results written before fingerprints existed."""
 
 _FREE_TEXT = frozenset(
     {"battle_id", "white_agent_url", "task_id", "context_id", "termination_reason", "failure_detail", "trajectory_file"}
@@ -210,6 +214,7 @@ def attempt_row(result: BattleResult, attempt: AttemptResult) -> dict[str, str |
     """One CSV row (see :data:`CSV_COLUMNS`)."""
     failure = attempt.failure
     breakdown = attempt.breakdown
+    fingerprint = result.fingerprint
     raw: dict[str, Any] = {
         "battle_id": result.battle_id,
         "white_agent_url": result.white_agent_url,
@@ -239,6 +244,8 @@ def attempt_row(result: BattleResult, attempt: AttemptResult) -> dict[str, str |
         "env_assertions_met": breakdown.env_assertions_met if breakdown else None,
         "env_assertions_total": breakdown.env_assertions_total if breakdown else None,
         "trajectory_file": attempt.trajectory_file,
+        "tau2": f"{fingerprint.tau2.distribution} {fingerprint.tau2.version}" if fingerprint else None,
+        "task_hash": fingerprint.tasks.get(attempt.task_key) if fingerprint else None,
     }
     return {column: _cell(column, raw[column]) for column in CSV_COLUMNS}
 

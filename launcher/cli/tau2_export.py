@@ -16,7 +16,10 @@ What maps to what:
   attempt's trajectory file (those lines already are tau2 message dumps), ``reward_info`` = tau2's own RewardInfo
   (kept whole in ``breakdown.raw``) or, for attempts stopped before tau2 could score them, the RewardInfo tau2's
   evaluator gives a premature termination (reward 0, no basis). Arena's outcome, failure category, fault author and
-  termination reason ride along in ``reward_info.info["arena"]``, the only free-form field tau2 has.
+  termination reason ride along in ``reward_info.info["arena"]``, the only free-form field tau2 has, with the
+  battle's fingerprint for that attempt (``fingerprint``: tau2 distribution and version, evaluator hash, the task's
+  hash, the user simulator; absent for results written before fingerprints existed). tau2's ``info`` has no field
+  for it (its ``git_commit`` stays "unknown").
 * ``start_time``: the first message's timestamp (the environment's opening greeting; the battle's start when the
   trajectory is missing); ``end_time`` = start + ``duration_s``. Costs are unknown (``None``).
 
@@ -52,6 +55,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from green_agent.engine.config import ConfigError
+from green_agent.engine.fingerprint import Fingerprint
 from green_agent.engine.results import AttemptResult, BattleResult
 from green_agent.engine.tau.environment import fresh_environment
 from green_agent.engine.tau.quiet import quiet_tau2
@@ -202,9 +206,22 @@ def _start_time(messages: list[Any], fallback: str) -> datetime:
     return datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
 
-def _arena_info(attempt: AttemptResult) -> dict[str, Any]:
+def _fingerprint_info(fingerprint: Fingerprint, attempt: AttemptResult) -> dict[str, Any]:
+    """The part of the battle's fingerprint one attempt was scored under."""
+    domain = fingerprint.domains.get(attempt.domain)
+    return {
+        "tau2": f"{fingerprint.tau2.distribution} {fingerprint.tau2.version}",
+        "evaluator": fingerprint.tau2.evaluator,
+        "task": fingerprint.tasks.get(attempt.task_key),
+        "domain": domain.model_dump(mode="json") if domain else None,
+        "user_simulator": fingerprint.user_simulator.model_dump(mode="json"),
+    }
+
+
+def _arena_info(attempt: AttemptResult, fingerprint: Fingerprint | None = None) -> dict[str, Any]:
     """What Arena knows about the attempt that tau2 has no field for (kept in ``reward_info.info["arena"]``)."""
     failure = attempt.failure
+    extra = {"fingerprint": _fingerprint_info(fingerprint, attempt)} if fingerprint is not None else {}
     return {
         "battle_id": attempt.battle_id,
         "task_key": attempt.task_key,
@@ -215,10 +232,11 @@ def _arena_info(attempt: AttemptResult) -> dict[str, Any]:
         "fault_author": failure.fault_author.value if failure else None,
         "failure_detail": failure.detail if failure else None,
         "steps": attempt.steps,
+        **extra,
     }
 
 
-def reward_info(attempt: AttemptResult, problems: _Problems) -> Any:
+def reward_info(attempt: AttemptResult, problems: _Problems, fingerprint: Fingerprint | None = None) -> Any:
     """tau2's RewardInfo for a counted attempt (``attempt.reward`` is not None).
 
     ``breakdown.raw`` is tau2's own RewardInfo JSON when tau2 scored the attempt; attempts stopped before scoring
@@ -238,7 +256,7 @@ def reward_info(attempt: AttemptResult, problems: _Problems) -> Any:
         info = RewardInfo(reward=float(attempt.reward or 0.0), reward_basis=None, info={"note": str(note)})
     if info.reward != attempt.reward:  # Arena's number is the one its summary counted
         info.reward = float(attempt.reward or 0.0)
-    info.info = {**(info.info or {}), "arena": _arena_info(attempt)}
+    info.info = {**(info.info or {}), "arena": _arena_info(attempt, fingerprint)}
     return info
 
 
@@ -320,7 +338,7 @@ def build_results(result: BattleResult, run_dir: Path, *, max_bytes: int = MAX_T
                 end_time=(start + timedelta(seconds=attempt.duration_s)).isoformat(),
                 duration=attempt.duration_s,
                 termination_reason=reason,
-                reward_info=reward_info(attempt, problems),
+                reward_info=reward_info(attempt, problems, result.fingerprint),
                 messages=messages,
                 trial=attempt.attempt - 1,
                 seed=result.config.user_simulator.seed,

@@ -3,9 +3,9 @@
 is missing: then they fail, so a CI that silently lost the v1 venv is noticed.
 
 What they show, on v1.0.1:
-* calibration (replay agent, scripted user, k = 2) of airline/test, telecom/test and mock scores 1.0 on every
-  attempt except the listed gold gaps (green_agent.engine.tau.gold_gaps.UPSTREAM_GOLD_GAPS), and every attempt of
-  those battles and of a flaky-agent battle re-scored with v1.0.1's own ``evaluate_simulation`` agrees;
+* calibration (replay agent, scripted user, k = 2) of airline/test, telecom/test, retail/test and mock scores 1.0
+  on every attempt except the listed gold gaps (green_agent.engine.tau.gold_gaps.UPSTREAM_GOLD_GAPS), and every
+  attempt of those battles and of a flaky-agent battle re-scored with v1.0.1's own ``evaluate_simulation`` agrees;
 * retail's v1.0.1 tasks put NL assertions (tau2's LLM judge) in the reward basis of 39 of 40 test tasks: with the
   judge served by a scripted OpenAI-compatible server on loopback (OPENAI_BASE_URL, which tau2's litellm reads)
   retail's calibration scores 1.0 too; offline (no judge), those attempts are the harness's infra errors, never the

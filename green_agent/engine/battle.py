@@ -118,6 +118,9 @@ class Battle:
         self._certify_order: list[str] = []
         self._certify_stopped = False
         self._baseline: dict[str, float] = {}
+        self._outcomes: dict[str, list[bool | None]] = {}
+        self._outcomes_seen = 0
+        self._prefix: list[float] = []
 
     @property
     def attempts_done(self) -> int:
@@ -382,11 +385,16 @@ class Battle:
         self._certify_order = keys[: self._certify_budget()]
 
     def _certify_state(self) -> tuple[list[float], str | None]:
-        outcomes: dict[str, list[bool | None]] = {}
-        for a in self._finished:
-            outcomes.setdefault(a.task_key, []).append(a.trial_outcome)
+        """The observations in the sequence so far and the task it waits for. Incremental (attempts are only ever
+        appended, and a task's complete block never changes), so the check after each attempt costs O(new)."""
+        for a in self._finished[self._outcomes_seen :]:
+            self._outcomes.setdefault(a.task_key, []).append(a.trial_outcome)
+        self._outcomes_seen = len(self._finished)
         assert self.config.certify is not None
-        values, waiting = ordered_observations(self._certify_order, outcomes, self.config.k, self.config.certify.j)
+        rest = self._certify_order[len(self._prefix) :]
+        more, waiting = ordered_observations(rest, self._outcomes, self.config.k, self.config.certify.j)
+        self._prefix.extend(more)
+        values = list(self._prefix)
         if self.config.certify.compare is not None:  # paired difference d in [-1, 1] as (d + 1) / 2 in [0, 1]
             base = self._baseline
             values = [(v - base[key] + 1.0) / 2.0 for v, key in zip(values, self._certify_order, strict=False)]

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-import numpy as np
 
 from green_agent.engine.attempt import AttemptDeps, AttemptSpec, ToolGateway, harness_failure, run_attempt
 from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
 from green_agent.engine.capped_transport import capped_http_client
+from green_agent.engine.certify import CertifyTracker
 from green_agent.engine.channels import a2a_channels
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.costs import battle_usage
@@ -57,15 +57,6 @@ from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.engine.tau.tasks import TaskRef, select_tasks
 from green_agent.engine.tau.users import check_user_config, make_user, user_api_key
 from green_agent.statistics import summarize_trials
-from green_agent.statistics.certification import (
-    Certification,
-    CertifyDecision,
-    build_certification,
-    certification_order,
-    certify_values,
-    ordered_observations,
-    sequential_decisions,
-)
 
 log = logging.getLogger(__name__)
 
@@ -115,12 +106,8 @@ class Battle:
         self.resumed_attempts = 0
         self.attempts_total = 0
         self.markdown: str | None = None
-        self._certify_order: list[str] = []
+        self._certify: CertifyTracker | None = None
         self._certify_stopped = False
-        self._baseline: dict[str, float] = {}
-        self._outcomes: dict[str, list[bool | None]] = {}
-        self._outcomes_seen = 0
-        self._prefix: list[float] = []
 
     @property
     def attempts_done(self) -> int:
@@ -186,7 +173,7 @@ class Battle:
                 f"agent's limit of {self._max_attempts} per battle"
             )
         if cfg.certify is not None:
-            await self._prepare_certify(refs)
+            self._certify = CertifyTracker(cfg, cfg.certify, [r.key for r in refs], self.attempts_total)
         carried = await self._open_run_dir(refs, started_at)
         started = BattleStarted(
             battle_id=self.battle_id,
@@ -225,7 +212,7 @@ class Battle:
                 config_hash=config_hash(self.config),
                 created_at=started_at,
                 tasks=keys,
-                certify_order=self._certify_order if self.config.certify else None,
+                certify_order=self._certify.order if self._certify is not None else None,
             )
             await self._journal.start(manifest, keep_bytes=None)
             return {}
@@ -310,19 +297,19 @@ class Battle:
                     log.exception("attempt %s/%s raised", key, attempt)
                     result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
                 await self._record(result)
-                if cfg.certify is not None and self._certify_decision(final=False) is not None:
+                if self._certify is not None and self._certify.decided(self._finished):
                     self._certify_stopped = True
                 finished = AttemptFinished.from_result(result, done=self.attempts_done, total=self.attempts_total)
                 await self.emit(finished, finished.text(cfg.k), trajectory=result.take_trajectory())
                 return result
 
         scheduled = refs
-        if cfg.certify is not None:
+        if self._certify is not None:
             # The seeded order, each task's k attempts as one block, within the budget (whole tasks); attempts
             # start in this order (the semaphore wakes its waiters first come, first served).
             by_key = {r.key: r for r in refs}
-            scheduled = [by_key[key] for key in self._certify_order]
-            self._certify_stopped = self._certify_decision(final=False) is not None  # a resume may be decided
+            scheduled = [by_key[key] for key in self._certify.order]
+            self._certify_stopped = self._certify.decided(self._finished)  # a resume may be decided already
         self._attempt_tasks = [
             asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}")
             for ref in scheduled
@@ -361,83 +348,6 @@ class Battle:
         if self.run_dir is not None:
             await asyncio.to_thread(write_run_dir, self.run_dir, result, markdown, self._all_events())
         return result
-
-    def _certify_budget(self) -> int:
-        """Tasks the certification may use: all of them, or ``max_attempts`` // k."""
-        certify, tasks = self.config.certify, self.attempts_total // max(1, self.config.k)
-        if certify is None or certify.max_attempts is None:
-            return tasks
-        return min(tasks, certify.max_attempts // self.config.k)
-
-    async def _prepare_certify(self, refs: list[TaskRef]) -> None:
-        """The seeded order (within the budget); for a comparison, the baseline's per-task pass^j, and only the
-        tasks the baseline has a value for (paired by task key, as arena compare pairs)."""
-        certify = self.config.certify
-        assert certify is not None
-        keys = certification_order([r.key for r in refs], self.config.seed)
-        if certify.compare is not None:
-            if certify.baseline_values is None:
-                raise ConfigError("certify.baseline_values: a comparison needs the baseline's per-task values")
-            self._baseline = dict(certify.baseline_values)
-            keys = [key for key in keys if key in self._baseline]
-            if not keys:
-                raise ConfigError("certify.baseline_values: the baseline has none of this battle's tasks")
-        self._certify_order = keys[: self._certify_budget()]
-
-    def _certify_state(self) -> tuple[list[float], str | None]:
-        """The observations in the sequence so far and the task it waits for. Incremental (attempts are only ever
-        appended, and a task's complete block never changes), so the check after each attempt costs O(new)."""
-        for a in self._finished[self._outcomes_seen :]:
-            self._outcomes.setdefault(a.task_key, []).append(a.trial_outcome)
-        self._outcomes_seen = len(self._finished)
-        assert self.config.certify is not None
-        rest = self._certify_order[len(self._prefix) :]
-        more, waiting = ordered_observations(rest, self._outcomes, self.config.k, self.config.certify.j)
-        self._prefix.extend(more)
-        values = list(self._prefix)
-        if self.config.certify.compare is not None:  # paired difference d in [-1, 1] as (d + 1) / 2 in [0, 1]
-            base = self._baseline
-            values = [(v - base[key] + 1.0) / 2.0 for v, key in zip(values, self._certify_order, strict=False)]
-        return values, waiting
-
-    def _certify_decision(self, *, final: bool) -> str | None:
-        """certified / refuted once decided; inconclusive when every budgeted task entered (or ``final``)."""
-        certify = self.config.certify
-        assert certify is not None
-        values, waiting = self._certify_state()
-        return certify_values(
-            values,
-            threshold=certify.decision_threshold,
-            confidence=certify.confidence,
-            budget_exhausted=final or waiting is None,
-        )
-
-    def _certification(self) -> Certification | None:
-        certify = self.config.certify
-        if certify is None or not self._certify_order:
-            return None
-        values, waiting = self._certify_state()
-        code, used = sequential_decisions(
-            np.asarray([values], dtype=np.float64), certify.decision_threshold, certify.confidence
-        )
-        decision: CertifyDecision = "certified" if code[0] == 1 else "refuted" if code[0] == -1 else "inconclusive"
-        if decision != "inconclusive":  # the sequence at the stop: tasks completed later by attempts in flight
-            values, waiting = values[: int(used[0])], None  # are recorded in the summary, not in the sequence
-        return build_certification(
-            claim=certify.claim,
-            j=certify.j,
-            threshold=certify.decision_threshold,
-            confidence=certify.confidence,
-            values=values,
-            decision=decision,
-            tasks_budget=len(self._certify_order),
-            attempts_used=len(self._finished),
-            attempts_fixed_design=len(self._certify_order) * self.config.k,
-            order_seed=self.config.seed,
-            order=self._certify_order,
-            waiting_for=waiting,
-            baseline=certify.baseline if certify.compare is not None else None,
-        )
 
     def _all_events(self) -> list[dict[str, Any]]:
         """events.jsonl: an earlier run's events (on a resume), then this run's."""
@@ -500,7 +410,7 @@ class Battle:
             usage=battle_usage(attempts),
             resumed_attempts=self.resumed_attempts,
             fingerprint=battle_fingerprint(refs, self.config.user_simulator),
-            certification=self._certification(),
+            certification=self._certify.certification(self._finished) if self._certify is not None else None,
         )
         result.winner_rule = winner_rule(result)  # the rule needs the summary just built
         return result

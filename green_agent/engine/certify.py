@@ -1,0 +1,103 @@
+"""A battle's certification (issue 28): the seeded task order, the in-order observations, the stop, the summary.
+
+:class:`CertifyTracker` is owned by one :class:`~green_agent.engine.battle.Battle` (no shared state). The battle
+schedules its tasks in :attr:`CertifyTracker.order`, calls :meth:`CertifyTracker.decided` after each recorded
+attempt (start nothing new once it is True) and puts :meth:`CertifyTracker.certification` in its result. The
+statistics are :mod:`green_agent.statistics.certification`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from green_agent.engine.config import BattleConfig, CertifyConfig, ConfigError
+from green_agent.engine.results import AttemptResult
+from green_agent.statistics.certification import (
+    Certification,
+    CertifyDecision,
+    build_certification,
+    certification_order,
+    certify_values,
+    ordered_observations,
+    sequential_decisions,
+)
+
+
+class CertifyTracker:
+    """The certification state of one battle: order, baseline, observations so far (incremental)."""
+
+    def __init__(self, config: BattleConfig, certify: CertifyConfig, task_keys: Sequence[str], attempts_total: int):
+        self._config = config
+        self._certify = certify
+        keys = certification_order(task_keys, config.seed)
+        self._baseline: dict[str, float] = {}
+        if certify.compare is not None:
+            if certify.baseline_values is None:
+                raise ConfigError("certify.baseline_values: a comparison needs the baseline's per-task values")
+            self._baseline = dict(certify.baseline_values)
+            keys = [key for key in keys if key in self._baseline]
+            if not keys:
+                raise ConfigError("certify.baseline_values: the baseline has none of this battle's tasks")
+        budget = attempts_total // max(1, config.k)
+        if certify.max_attempts is not None:
+            budget = min(budget, certify.max_attempts // config.k)
+        self.order: list[str] = keys[:budget]
+        """The seeded order within the budget (whole tasks): the sequence's order, recorded in run.json."""
+        self._outcomes: dict[str, list[bool | None]] = {}
+        self._seen = 0
+        self._prefix: list[float] = []
+
+    def state(self, finished: Sequence[AttemptResult]) -> tuple[list[float], str | None]:
+        """The observations in the sequence and the task it waits for. ``finished`` only ever grows (the battle's
+        list), and a task's complete block never changes, so each call costs O(new attempts)."""
+        for a in finished[self._seen :]:
+            self._outcomes.setdefault(a.task_key, []).append(a.trial_outcome)
+        self._seen = len(finished)
+        rest = self.order[len(self._prefix) :]
+        more, waiting = ordered_observations(rest, self._outcomes, self._config.k, self._certify.j)
+        self._prefix.extend(more)
+        values = list(self._prefix)
+        if self._certify.compare is not None:  # paired difference d in [-1, 1] as (d + 1) / 2 in [0, 1]
+            base = self._baseline
+            values = [(v - base[key] + 1.0) / 2.0 for v, key in zip(values, self.order, strict=False)]
+        return values, waiting
+
+    def decided(self, finished: Sequence[AttemptResult]) -> bool:
+        """Certified, refuted, or every budgeted task in the sequence: start nothing new."""
+        values, waiting = self.state(finished)
+        decision = certify_values(
+            values,
+            threshold=self._certify.decision_threshold,
+            confidence=self._certify.confidence,
+            budget_exhausted=waiting is None,
+        )
+        return decision is not None
+
+    def certification(self, finished: Sequence[AttemptResult]) -> Certification:
+        """The summary's ``certification``: the sequence at the stop (tasks that attempts in flight completed after
+        it are in the summary, not in the sequence), or at the end of the budget (inconclusive)."""
+        certify = self._certify
+        values, waiting = self.state(finished)
+        code, used = sequential_decisions(
+            np.asarray([values], dtype=np.float64), certify.decision_threshold, certify.confidence
+        )
+        decision: CertifyDecision = "certified" if code[0] == 1 else "refuted" if code[0] == -1 else "inconclusive"
+        if decision != "inconclusive":
+            values, waiting = values[: int(used[0])], None
+        return build_certification(
+            claim=certify.claim,
+            j=certify.j,
+            threshold=certify.decision_threshold,
+            confidence=certify.confidence,
+            values=values,
+            decision=decision,
+            tasks_budget=len(self.order),
+            attempts_used=len(finished),
+            attempts_fixed_design=len(self.order) * self._config.k,
+            order_seed=self._config.seed,
+            order=self.order,
+            waiting_for=waiting,
+            baseline=certify.baseline if certify.compare is not None else None,
+        )

@@ -133,10 +133,10 @@ def test_retail_nl_assertions_offline_are_the_harness_not_the_agent(tmp_path: Pa
     tasks = load_tasks("retail", "test")
     judged = next(i for i, t in enumerate(tasks) if t.evaluation_criteria and t.evaluation_criteria.nl_assertions)
     plain = next(i for i, t in enumerate(tasks) if t.evaluation_criteria and not t.evaluation_criteria.nl_assertions)
-    battle = {**_calibration("retail", "test"), "mode": "manual", "task_index": [judged, plain], "k": 1}
+    battle = {**_calibration("retail", "test"), "mode": "manual", "task_index": [judged, plain], "k": 2}
     env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # nothing listens on the discard port
     result = _run(Path(sys.executable), _scenario(tmp_path, "v1-retail", battle), tmp_path, "retail", env)
-    assert len(result.attempts) == 2
+    assert len(result.attempts) == 4
     for attempt in result.attempts:
         if attempt.task_index == plain:
             assert attempt.outcome == "success", attempt

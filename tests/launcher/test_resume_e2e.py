@@ -164,7 +164,11 @@ def test_kill_9_of_arena_run_then_resume_ends_with_the_uninterrupted_summary(
     assert compared.returncode == 0, compared.stderr
     report = json.loads(compared.stdout)
     assert report["verdict"]["outcome"] == "no_difference"
-    assert (report["verdict"]["diff"], report["verdict"]["ci_low"], report["verdict"]["ci_high"]) == (0.0, 0.0, 0.0)
+    # Five tasks: the exact sign-flip test has 32 patterns and cannot reject at 95% two-sided, so its interval is the
+    # whole range; what must hold is a zero difference inside it and no task that flipped.
+    verdict = report["verdict"]
+    assert verdict["diff"] == 0.0
+    assert verdict["ci_low"] <= 0.0 <= verdict["ci_high"]
     assert report["flips"] == {"better_in_a": [], "better_in_b": []}
     assert report["unmatched"] == {"only_in_a": [], "only_in_b": []}
 

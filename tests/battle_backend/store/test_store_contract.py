@@ -249,16 +249,24 @@ async def test_sqlite_the_next_process_takes_over_every_running_battle(tmp_path:
 async def test_postgres_a_live_replicas_battles_are_not_claimed(postgres_url: str) -> None:
     """Each replica's own lease decides: a short-lease replica that stops renewing loses its battles, even to a
     claimer whose own lease is long; a long-lease replica keeps them against a short-lease claimer."""
-    short, patient = PostgresStore(postgres_url, lease_s=0.2), PostgresStore(postgres_url, lease_s=3600)
+    # short's lease is long enough that the first look comes before it runs out even on a loaded machine; the
+    # takeover is then awaited (bounded), not timed.
+    short, patient = PostgresStore(postgres_url, lease_s=5.0), PostgresStore(postgres_url, lease_s=3600)
     await short.open()
     await patient.open()
     try:
         battle_id, _, _ = await _running(short)
         kept_id, _, _ = await _running(patient, token="other")
         assert await patient.claim_orphaned_battles() == []  # short renewed its lease just now
-        await asyncio.sleep(0.5)
         assert await short.claim_orphaned_battles() == []  # patient's lease (an hour) has not run out
-        assert await patient.claim_orphaned_battles() == [battle_id]  # short's (0.2 s) has
+        claimed: list[str] = []
+        for _ in range(300):  # short's lease (5 s) runs out: patient takes its battle over
+            claimed = await patient.claim_orphaned_battles()
+            if claimed:
+                break
+            await asyncio.sleep(0.1)
+        assert claimed == [battle_id]
+        assert await short.claim_orphaned_battles() == []  # patient's lease still holds
         battle = await short.get_battle(battle_id, include_events=False)
         assert battle is not None and battle.owner == patient.replica_id
         assert await short.owned_running_battles() == []

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from green_agent.engine.battle import _attempt_details
 from green_agent.engine.bounded_json import MAX_DEPTH, bounded_copy, json_excerpt
+from green_agent.engine.events import AttemptFinished
 from green_agent.engine.explanation import (
     MAX_ARGUMENTS_CHARS,
     MAX_DIFFERENCES,
@@ -196,7 +196,8 @@ def test_differences_follow_taus_compare_args() -> None:
 
 
 def rendered(markdown: str, *, html: bool = False) -> str:
-    return MarkdownIt("commonmark", {"html": html}).render(markdown)
+    html_text: str = MarkdownIt("commonmark", {"html": html}).render(markdown)
+    return html_text
 
 
 @pytest.mark.parametrize(
@@ -324,6 +325,13 @@ def test_the_winner_rule_is_written_when_set_and_absent_from_older_results() -> 
     data = result.model_dump(mode="json")
     assert data["winner_rule"] == result.winner_rule
     assert BattleResult.model_validate(data) == result
+
+
+def _attempt_details(attempt: Any) -> dict[str, Any]:
+    """The attempt_finished event's data through the one model that builds it, less what every event carries."""
+    data = AttemptFinished.from_result(attempt, done=1, total=1).data()
+    keep = ("fault_author", "failure_detail", "steps", "duration_s", "explanation", "trajectory_file")
+    return {key: data[key] for key in keep}
 
 
 def test_the_attempt_finished_event_carries_the_attempt_details() -> None:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from green_agent.engine.config import ConfigError
 
@@ -43,11 +43,13 @@ __all__ = [
     "GateResult",
     "GateSpec",
     "RunVerdict",
+    "VerdictCertification",
     "evaluate_gates",
     "load_summary",
     "one_line",
     "outcome_for_exit",
     "parse_gates",
+    "read_certification",
     "read_figures",
     "verdict_from_summary",
     "verdict_lines",
@@ -253,6 +255,51 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
 # -------------------------------------------------------------------------------------------------------- verdict
 
 
+MAX_CERTIFY_TEXT = 4096
+"""Longest claim / baseline / task key a verdict's certification carries (the baseline is a path, kept whole)."""
+
+
+class VerdictCertification(BaseModel):
+    """summary.json's ``certification`` in the verdict (docs/results.md, "Certify early"): the object as the summary
+    has it, without ``order`` (up to the scenario's tasks; it stays in summary.json and run.json). Read leniently:
+    a summary whose certification is malformed gives no object (its exit code is then the fixed design's)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    claim: str = Field(max_length=MAX_CERTIFY_TEXT)
+    metric_j: int = Field(ge=1)
+    threshold: float = Field(allow_inf_nan=False)
+    confidence: float = Field(gt=0.0, lt=1.0)
+    decision: Literal["certified", "refuted", "inconclusive"]
+    tasks_observed: int = Field(ge=0)
+    tasks_budget: int = Field(ge=0)
+    attempts_used: int = Field(ge=0)
+    attempts_fixed_design: int = Field(ge=0)
+    sequence_low: float | None = Field(allow_inf_nan=False)
+    sequence_high: float | None = Field(allow_inf_nan=False)
+    """The anytime-valid confidence sequence at the stop: the decision's basis."""
+    estimate: float | None = Field(allow_inf_nan=False)
+    interval_low: float | None = Field(default=None, allow_inf_nan=False)
+    interval_high: float | None = Field(default=None, allow_inf_nan=False)
+    interval_note: str | None = Field(default=None, max_length=MAX_CERTIFY_TEXT)
+    """Why the interval is not to be re-read as a fixed-sample interval (as summary.json states it)."""
+    order_seed: int
+    waiting_for: str | None = Field(default=None, max_length=MAX_CERTIFY_TEXT)
+    baseline: str | None = Field(default=None, max_length=MAX_CERTIFY_TEXT)
+    method: str | None = Field(default=None, max_length=200)
+
+
+def read_certification(summary: Mapping[str, Any]) -> VerdictCertification | None:
+    """The verdict's ``certification`` from a summary.json object (None without a well-formed one)."""
+    raw = summary.get("certification")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return VerdictCertification.model_validate(dict(raw))
+    except ValidationError:
+        return None
+
+
 class RunVerdict(BaseModel):
     """What ``arena run --json`` prints (``"schema": "arena.run-verdict/1"``, documented in docs/results.md)."""
 
@@ -292,6 +339,8 @@ class RunVerdict(BaseModel):
     battle_url: str | None = None
     """The battle's page (``--backend`` runs)."""
     duration_s: float | None = None
+    certification: VerdictCertification | None = None
+    """A ``certify`` battle's decision (summary.json's ``certification`` without its task order); None otherwise."""
 
     def to_json(self) -> str:
         """One JSON object, keys in declaration order."""
@@ -396,6 +445,7 @@ def verdict_from_summary(
         summary_md=str(run_dir / "summary.md"),
         battle_url=battle_url,
         duration_s=duration_s,
+        certification=read_certification(summary),
     )
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from battle_backend.battles.arena_results import arena_schema_problem, parse_arena_result
+from battle_backend.views.certification import MAX_CERT_TEXT
 from battle_backend.views.rendering import Renderer
-from battle_backend.views.results import MAX_CERT_TEXT, build_result_view
+from battle_backend.views.results import build_result_view
 from green_agent.statistics.certification import build_certification
 from tests.battle_backend.views.test_rendering import unsafe
 from tests.green_agent.engine.results.builders import battle_result

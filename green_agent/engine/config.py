@@ -110,14 +110,12 @@ class CertifyConfig(StrictModel):
     """``certify`` in ``[pass_k_config]``: stop the battle once "pass^j >= threshold" is decided (issue 28).
 
     Written as a table (``certify = { metric = "pass^4", threshold = 0.8 }``) or a string (``certify =
-    "pass^4>=0.8"``). The battle then visits its tasks in a seeded order and stops when the anytime-valid confidence
+    "pass^4>=0.8"``). The battle visits its tasks in a seeded order and stops when the anytime-valid confidence
     sequence lies wholly above the threshold (certified), wholly below (refuted), or the budget is spent
-    (inconclusive); see docs/metrics.md, "Certify early".
-
-    Against a baseline run directory instead of a threshold (``compare``): ``"pass^1>=baseline-0.05"`` (no worse
-    than the baseline by more than the margin) or ``"pass^1>baseline+0.05"`` (better by more than the margin), with
-    ``baseline`` the run directory (``arena run --certify-baseline DIR``); tasks pair by task key as in
-    ``arena compare``. A remote request may not name a baseline (a path on the green agent's machine).
+    (inconclusive); see docs/metrics.md, "Certify early". Against a baseline run (``compare``):
+    ``"pass^1>=baseline-0.05"`` (no worse by more than the margin) or ``"pass^1>baseline+0.05"`` (better by more),
+    ``baseline`` the run directory (``arena run --certify-baseline DIR``), tasks paired by key as in ``arena
+    compare``. A remote request carries ``baseline_values``; the green agent never opens ``baseline`` (a label).
     """
 
     metric: str = Field(pattern=r"^pass\^[1-9][0-9]*$")
@@ -367,7 +365,8 @@ def parse_remote_battle_config(
     * a ``user_simulator.kind`` other than the operator's (an LLM user spends the operator's key);
     * a value above the operator's for :data:`OPERATOR_CAPPED_USER_FIELDS` (LLM calls per attempt and their
       duration) and :data:`OPERATOR_CAPPED_FIELDS` (what is held per attempt);
-    * ``concurrency`` above ``max_concurrency`` (each attempt in flight holds a process of its own).
+    * ``concurrency`` above ``max_concurrency`` (each attempt in flight holds a process of its own);
+    * a ``certify`` comparison without ``baseline_values`` (``certify.baseline``, a path, is never opened here).
 
     The number of attempts (tasks x k) is bounded by the green agent (``--max-attempts``) once the tasks are known.
     """
@@ -414,7 +413,12 @@ def parse_remote_battle_config(
         raise ConfigError(
             f"concurrency: at most {max_concurrency} attempts in flight on this green agent (got {flat['concurrency']})"
         )
-    return parse_battle_config({**base, **flat})
+    config = parse_battle_config({**base, **flat})
+    cert = config.certify
+    if "certify" in flat and cert is not None and cert.compare is not None and cert.baseline_values is None:
+        why = "a remote comparison carries them: the green agent never opens certify.baseline (a path, a label here)"
+        raise ConfigError(f"certify.baseline_values: {why}")
+    return config
 
 
 def _refuse_above(field: str, value: object, limit: float) -> None:

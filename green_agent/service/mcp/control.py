@@ -180,6 +180,7 @@ def battle_results(record: BattleRecord) -> BattleResults:
             for a in result.attempts
         ],
         markdown=record.battle.markdown or "",
+        certification=result.certification,
     )
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from green_agent.engine.results import AttemptOutcome, ResultStatus
 from green_agent.statistics import MacroStat, MicroStat
+from green_agent.statistics.certification import Certification
 
 BattleState = Literal["running", "finished", "error", "cancelled"]
 
@@ -110,6 +111,8 @@ class BattleResults(BaseModel):
     infrastructure_errors: int
     attempts: list[AttemptRow]
     markdown: str
+    certification: Certification | None = None
+    """A ``certify`` battle's decision, as summary.json's ``certification`` (docs/results.md); None otherwise."""
 
 
 class StartedBattle(BaseModel):

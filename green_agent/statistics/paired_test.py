@@ -105,12 +105,23 @@ def _byte_tables(d: np.ndarray) -> np.ndarray:
     return tables
 
 
+def _packed_counts(packed: np.ndarray, n: int) -> np.ndarray:
+    """Tasks flipped per packed set (the bits past task n - 1 masked off), as float64 (exact integers)."""
+    spare = 8 * packed.shape[1] - n
+    bits = np.bitwise_count(packed).sum(axis=1, dtype=np.int64)
+    if spare:
+        bits -= np.bitwise_count(packed[:, -1] & np.uint8((1 << spare) - 1))
+    counts: np.ndarray = bits.astype(np.float64)
+    return counts
+
+
 def _packed_sums(tables: np.ndarray, packed: np.ndarray) -> np.ndarray:
-    """Subset sums, shape (rows, sets): byte column by byte column, in order, by table look-up (no BLAS: the
+    """Subset sums, shape (rows, sets), by table look-up of each byte column (no BLAS: the
     result does not depend on the machine's BLAS kernel or thread count, and no 0/1 float matrix is built)."""
-    sums = np.zeros((tables.shape[0], packed.shape[0]))
-    for b in range(packed.shape[1]):
-        sums += tables[:, b, packed[:, b]]
+    # (rows, sets, width), C-contiguous, summed along its last axis: numpy's fixed (pairwise) order over the width
+    # byte columns of one set, the same for every set, chunk size and caller.
+    gathered = np.ascontiguousarray(tables[:, np.arange(packed.shape[1]), packed])
+    sums: np.ndarray = gathered.sum(axis=-1)
     return sums
 
 
@@ -134,9 +145,8 @@ def _subset_means(d: np.ndarray, seed: int, flips: int) -> tuple[np.ndarray, int
     means: list[np.ndarray] = []
     empty = 1  # the identity (no flip), plus any empty random set
     tables = _byte_tables(d[None, :])
-    ones = _byte_tables(np.ones((1, n)))
     for packed in _random_packed(n, seed, flips):
-        counts = _packed_sums(ones, packed)[0]
+        counts = _packed_counts(packed, n)
         sums = _packed_sums(tables, packed)[0]
         keep = counts > 0
         empty += int(np.sum(~keep))
@@ -179,9 +189,8 @@ def sign_flip_p_values(
         return out
     greater = np.ones(rows)  # the identity counts on both sides
     less = np.ones(rows)
-    ones = _byte_tables(np.ones((1, n)))
     for packed in _random_packed(n, seed, flips):
-        counts = _packed_sums(ones, packed)[0]
+        counts = _packed_counts(packed, n)
         keep = counts > 0
         greater += float(np.sum(~keep))
         less += float(np.sum(~keep))

@@ -176,3 +176,15 @@ def test_monte_carlo_interval_ends_are_pinned(case: tuple[int, int]) -> None:
     for (low, high), (want_low, want_high) in zip(got, expected, strict=True):
         assert low == pytest.approx(want_low, abs=1e-12)
         assert high == pytest.approx(want_high, abs=1e-12)
+
+
+def test_monte_carlo_sums_do_not_depend_on_the_chunking() -> None:
+    """The subset sums of a set are the same whatever other sets share its chunk (so callers agree bit for bit)."""
+    from green_agent.statistics.paired_test import _byte_tables, _packed_sums, _random_packed
+
+    rng = np.random.default_rng(14)
+    d = rng.uniform(-1.0, 1.0, size=(3, 1001))
+    packed = next(_random_packed(1001, 0, 20_000))
+    whole = _packed_sums(_byte_tables(d), packed)
+    parts = [_packed_sums(_byte_tables(d[r : r + 1]), packed[s : s + 7]) for r in range(3) for s in (0, 7, 14)]
+    assert np.array_equal(np.vstack([np.hstack(parts[3 * r : 3 * r + 3]) for r in range(3)]), whole[:, :21])

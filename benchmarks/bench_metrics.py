@@ -3,6 +3,8 @@
 Records the two figures issue 2 asks for, against its targets on the project's 2-core machine:
   - ``summarize_trials`` over 10,000 tasks x 16 trials with 1,000 bootstrap resamples   (target < 1 s)
   - ``match_tool_calls`` of 50 expected x 50 actual tool calls                         (target < 10 ms)
+and what ``arena compare`` computes for two runs of 1,000 tasks x 8 attempts (``compare_trials``: 16 Monte Carlo
+sign-flip tests of 20,000 patterns each; target < 2 s, the first call paying scipy's import).
 
 Run:  .venv/bin/python benchmarks/bench_metrics.py [--repeats N]
 
@@ -27,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from green_agent.evaluations.metrics import ToolCall, match_tool_calls
-from green_agent.statistics import summarize_trials
+from green_agent.statistics import compare_trials, summarize_trials
 
 
 def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
@@ -88,6 +90,16 @@ def main() -> None:
         f"summarize_trials  10,000 tasks x 16 trials, 1,000 resamples: median {median * 1000:.1f} ms, "
         f"best {best * 1000:.1f} ms  (target < 1000 ms)  [macro pass^16 = {top.pass_hat_mean:.4f} "
         f"({top.pass_hat_ci_low:.4f}, {top.pass_hat_ci_high:.4f}), coverage {top.coverage}/{top.total_tasks}]"
+    )
+
+    run_a, run_b = make_trials(1_000, 8, seed=1), make_trials(1_000, 8, seed=2)
+    start = time.perf_counter()
+    compare_trials(run_a, run_b, seed=0)
+    first = time.perf_counter() - start
+    median, best = _time(lambda: compare_trials(run_a, run_b, seed=0), args.repeats)
+    print(
+        f"compare_trials    1,000 tasks x 8 trials, two runs:          median {median * 1000:.1f} ms, "
+        f"best {best * 1000:.1f} ms, first call {first * 1000:.1f} ms  (target < 2000 ms)"
     )
 
     expected, actual = make_calls()

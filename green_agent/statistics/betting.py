@@ -142,18 +142,24 @@ def _plugin_bets(x: np.ndarray, horizon: int | None) -> np.ndarray:
     return bets
 
 
-def _log_capital(x: np.ndarray, w: np.ndarray, bets: np.ndarray, m: np.ndarray, *, up: bool) -> np.ndarray:
+def _log_capital(x: np.ndarray, w: np.ndarray | None, bets: np.ndarray, m: np.ndarray, *, up: bool) -> np.ndarray:
     """log K+ (``up``) or log K- at the end of each sequence, for per-row candidate means ``m`` (shape rows).
 
-    ``x``, ``w``, ``bets``: (rows, perms, n). Returns shape (rows, perms).
+    ``x``, ``w``, ``bets``: (rows, perms, n); ``w`` None for unit weights. Returns shape (rows, perms). Computed in
+    place in one scratch array: the same operations on the same values as the plain expression, so the same bits
+    (-(a * b) is exactly (-a) * b, and 1 * y is y).
     """
     mm = m[:, None, None]
-    centred = w * (x - mm)
+    centred = x - mm
+    if w is not None:
+        centred *= w
     with np.errstate(divide="ignore", over="ignore"):
-        if up:
-            result: np.ndarray = np.log1p(np.minimum(bets, _TRUNCATION / mm) * centred).sum(axis=-1)
-        else:
-            result = np.log1p(-np.minimum(bets, _TRUNCATION / (1.0 - mm)) * centred).sum(axis=-1)
+        step = np.minimum(bets, _TRUNCATION / mm if up else _TRUNCATION / (1.0 - mm))
+        step *= centred
+        if not up:
+            np.negative(step, out=step)
+        np.log1p(step, out=step)
+        result: np.ndarray = step.sum(axis=-1)
     return result
 
 
@@ -164,7 +170,7 @@ def _log_mean_exp(a: np.ndarray) -> np.ndarray:
 
 
 def _bisect(
-    x: np.ndarray, w: np.ndarray, bets: np.ndarray, estimate: np.ndarray, threshold: float, *, lower: bool
+    x: np.ndarray, w: np.ndarray | None, bets: np.ndarray, estimate: np.ndarray, threshold: float, *, lower: bool
 ) -> np.ndarray:
     """Per row: the outer end of the bracket around the boundary of the kept set on one side of ``estimate``."""
     rows = x.shape[0]
@@ -215,16 +221,18 @@ def betting_bounds(
     permutations = require_int("permutations", permutations, minimum=1)
     seed = require_int("seed", seed, minimum=0)
     x = _as_batch("values", values)
+    w: np.ndarray | None = None
     if weights is None:
-        w = np.ones_like(x)
+        unit = np.ones_like(x)
     else:
         w = _as_batch("weights", weights)
         if w.shape != x.shape:
             raise ValueError(f"weights must have the shape of values {x.shape}, got {w.shape}")
         if np.any(w <= 0.0):
             raise ValueError("weights must be > 0 (leave out the observations that carry no weight)")
+        unit = w
     rows, n = x.shape
-    estimate = (w * x).sum(axis=1) / w.sum(axis=1)
+    estimate = (unit * x).sum(axis=1) / unit.sum(axis=1)
     permutations = max(1, min(permutations, _MAX_ORDER_CELLS // n))
     orders = _orders(n, permutations, seed)
     threshold = math.log(1.0 / (1.0 - confidence))
@@ -234,7 +242,7 @@ def betting_bounds(
     for start in range(0, rows, chunk):
         sl = slice(start, min(rows, start + chunk))
         xs = x[sl][:, orders]
-        ws = w[sl][:, orders]
+        ws = None if w is None else w[sl][:, orders]  # unit weights: no multiplication (the same bits)
         bets = _plugin_bets(xs, n)
         est = estimate[sl]
         low = _bisect(xs, ws, bets, est, threshold, lower=True)

@@ -20,7 +20,7 @@ scorer, which is what a calibration battle's harness does besides talking to the
 
 ``seconds`` is the wall time of steps 1-2 over all attempts; importing tau2's evaluator (~4 s, once per process) is
 reported apart (``import_seconds``), as is CPU time. The battle's recorded rewards are compared with tau2's on the
-way (``agreeing_rewards``); tests/engine/test_scoring_agreement.py does the full comparison.
+way (``agreeing_rewards``); tests/green_agent/engine/test_scoring_agreement.py does the full comparison.
 
     .venv/bin/python benchmarks/tau2_baseline.py RUN_DIR [--json] [--in-process]
 

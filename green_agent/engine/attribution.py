@@ -2,7 +2,8 @@
 
 Why a module of its own: the category decides whether an attempt counts against the agent at all. Blaming the
 agent for the harness's or the user simulator's fault is the worst mistake a reliability harness can make, so the
-rules live in one place, are pure, and are tested case by case (tests/engine drives one attempt into every rule).
+rules live in one place, are pure, and are tested case by case (tests/green_agent/engine drives one attempt into
+every rule).
 
 Rules for an attempt the loop ended early (:func:`stop_for_error`, in order):
 1. The loop stopped on purpose: max_steps reached -> ``timeout`` / white_agent (termination ``max_steps``).

@@ -2,9 +2,9 @@
 plug in.
 
 :func:`~green_agent.engine.attempt.run_attempt` gets all of them through ``AttemptDeps``, so a test can drive one
-attempt with a scripted white agent or a scripted user and check whom each failure is blamed on (tests/engine). The
-battle wires the real ones: :func:`a2a_channels` (the A2A client over the battle's HTTP pool) and
-:func:`~green_agent.engine.tau.users.make_user` (the scripted or LLM user of the battle's config).
+attempt with a scripted white agent or a scripted user and check whom each failure is blamed on
+(tests/green_agent/engine). The battle wires the real ones: :func:`a2a_channels` (the A2A client over the battle's
+HTTP pool) and :func:`~green_agent.engine.tau.users.make_user` (the scripted or LLM user of the battle's config).
 
 What the loop relies on, and the attribution rules depend on (green_agent/engine/attribution.py):
 - a :class:`WhiteChannel` raises only the white client's classified errors for the agent's failures

@@ -434,7 +434,8 @@ class _JsonRpc03Channel(GreenChannel):
 
 
 class _SdkChannel(GreenChannel):
-    """The a2a-sdk 1.x client (card resolver + ClientFactory, non-streaming SendMessage), as tests/white uses it."""
+    """The a2a-sdk 1.x client (card resolver + ClientFactory, non-streaming SendMessage), as tests/white_agent uses
+    it."""
 
     def __init__(self, client: Any) -> None:
         self._client = client

@@ -39,8 +39,8 @@ from tests.interop.green_parsers import (
 )
 from tests.support.fake_openai import fake_state, make_fake_openai, text_reply, tool_call_reply
 from tests.support.servers import serve_app, serve_app_factory
-from tests.white.conftest import tau2_task
-from tests.white.helpers import arena_block
+from tests.white_agent.conftest import tau2_task
+from tests.white_agent.helpers import arena_block
 from white_agent.app import create_white_agent_app, make_agent
 from white_agent.llm import LlmAgentSettings
 from white_agent.replay import CLOSING_TEXT

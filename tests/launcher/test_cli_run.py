@@ -1,5 +1,5 @@
-"""``arena run``: exit codes (0 / 2 / 3 / 130 / 143; the others in tests/cli/test_run_exit_codes.py), summary path,
-and no process left behind.
+"""``arena run``: exit codes (0 / 2 / 3 / 130 / 143; the others in tests/launcher/cli/test_run_exit_codes.py),
+summary path, and no process left behind.
 
 The agents are fakes (tests/launcher/arena_fake_green.py, arena_fake_white.py) selected with the hidden
 ``--green-module`` / ``--white-module`` options, so these tests do not need tau2 or the real agents.

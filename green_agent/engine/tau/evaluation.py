@@ -20,8 +20,9 @@ own evaluators where they are cheap (``ActionEvaluator``, ``CommunicateEvaluator
 What is cached: per task (keyed by its id, initial state and gold actions, so an edited task is a new entry), the
 gold environment's agent and user database hashes, in a bounded LRU per process. Environments come from
 :mod:`green_agent.engine.tau.databases` (validated once, records copied as reached, hashed from pre-serialised
-records): the same data and the same hash as tau2's constructors. tests/engine/test_scoring_agreement.py compares
-the result with tau2's unmodified ``evaluate_simulation`` on every attempt of the calibration sweeps and the demo.
+records): the same data and the same hash as tau2's constructors.
+tests/green_agent/engine/test_scoring_agreement.py compares the result with tau2's unmodified ``evaluate_simulation``
+on every attempt of the calibration sweeps and the demo.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ What a worker computes: tau2's ``evaluate_simulation(..., EvaluationType.ALL, so
 :mod:`green_agent.engine.tau.evaluation`, which calls tau2's own checks and combines them as that function does but
 never imports litellm (tau2's ``evaluator.py`` pulls it in through the registry: ~4 s and ~150 MB per worker), keeps
 each task's gold database hashes, and builds environments from databases validated once per worker
-(:mod:`green_agent.engine.tau.databases`). tests/engine/test_scoring_agreement.py holds the result equal to tau2's
-unmodified evaluator on every attempt of the calibration sweeps and the offline demo. Workers also raise the GC
-thresholds and freeze what they imported, which matters for tau2's many small objects.
+(:mod:`green_agent.engine.tau.databases`). tests/green_agent/engine/test_scoring_agreement.py holds the result equal
+to tau2's unmodified evaluator on every attempt of the calibration sweeps and the offline demo. Workers also raise
+the GC thresholds and freeze what they imported, which matters for tau2's many small objects.
 
 Start-up: ``ScoringPool(warm=False)`` returns at once; :meth:`ScoringPool.start` spawns the workers and waits until
 each has imported tau2's data model and evaluators (~1 s); scores submitted before that simply queue.

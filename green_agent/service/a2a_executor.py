@@ -21,11 +21,11 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Role, TaskState
 
-from green_agent.engine.battle_ids import new_battle_id, validate_battle_id
+from green_agent.engine.battle_ids import new_battle_id
 from green_agent.engine.config import ConfigError
 from green_agent.engine.events import BattleEvent
 from green_agent.service.a2a_auth import ASSESSMENT_NEEDS_TOKEN, is_operator
-from green_agent.service.a2a_messages import ACCEPTED_FORMATS, assessment_request, message_payload, request_flag
+from green_agent.service.a2a_messages import ACCEPTED_FORMATS, assessment_request, message_payload
 from green_agent.service.backend_target import BackendTarget
 from green_agent.service.running_battles import BattleRegistry
 from green_agent.wire.agentbeats import (
@@ -35,6 +35,7 @@ from green_agent.wire.agentbeats import (
     parse_battle_start,
     refusal_reason,
 )
+from green_agent.wire.assessment import RESULT_ARTIFACT_NAME, ResultArtifact
 
 
 def _reply(text: str, context: RequestContext) -> Message:
@@ -124,23 +125,18 @@ class GreenAgentExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_WORKING, status(event.text, {"arena_event": event.wire()}))
 
         try:
-            white_url, config = assessment_request(payload, self.registry)
-            battle_id = validate_battle_id(payload["battle_id"]) if payload.get("battle_id") else new_battle_id()
-            backend_url, backend_token = payload.get("backend_url"), payload.get("battle_token")
-            backend = (
-                BackendTarget(backend_url, backend_token if isinstance(backend_token, str) else None)
-                if isinstance(backend_url, str) and backend_url
-                else None
-            )
+            request, config = assessment_request(payload, self.registry)
+            battle_id = request.battle_id or new_battle_id()
+            backend = BackendTarget(request.backend_url, request.battle_token) if request.backend_url else None
             record = self.registry.start(
                 battle_id,
-                white_url,
+                request.white_agent,
                 config,
                 sinks=[stream],
                 backend=backend,
                 a2a_task_id=task.id,
-                resume=request_flag(payload, "resume"),
-                retry_infra=request_flag(payload, "retry_infra"),
+                resume=request.resume,
+                retry_infra=request.retry_infra,
                 operator=is_operator(context.call_context),
             )
         except ConfigError as error:
@@ -167,8 +163,9 @@ class GreenAgentExecutor(AgentExecutor):
             await updater.failed(status(f"battle failed in the harness: {record.error}", failure))
             return
         markdown = record.battle.markdown or ""
+        artifact = ResultArtifact(markdown=markdown, result=result.model_dump(mode="json"))
         await updater.add_artifact(
-            [new_text_part(markdown), new_data_part(result.model_dump(mode="json"))], name="Result"
+            [new_text_part(artifact.markdown or ""), new_data_part(artifact.result)], name=RESULT_ARTIFACT_NAME
         )
         if result.status in ("cancelled", "interrupted"):
             ended = f"battle {battle_id} was {result.status}"

@@ -1,7 +1,8 @@
 """What the green agent's A2A endpoint reads from a message: its JSON object, and an assessment request's fields.
 
 Anyone may send these messages, so reading is bounded (:func:`green_agent.body_limits.json_shape_problem` before any
-parse) and every refusal is a :class:`~green_agent.engine.config.ConfigError` naming the field.
+parse) and every refusal is a :class:`~green_agent.engine.config.ConfigError` naming the field. The request's model
+is :class:`green_agent.wire.assessment.AssessmentRequest`, shared with the launcher that sends it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from a2a.helpers import get_data_parts, get_text_parts
 from a2a.types import Message
 
 from green_agent.body_limits import json_shape_problem
-from green_agent.engine.config import BattleConfig, ConfigError
+from green_agent.engine.config import BattleConfig
+from green_agent.wire.assessment import AssessmentRequest
 
 if TYPE_CHECKING:
     from green_agent.service.running_battles import BattleRegistry
@@ -49,25 +51,11 @@ def message_payload(message: Message | None) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def request_flag(payload: dict[str, Any], name: str) -> bool:
-    """An optional boolean of the assessment request (``resume``, ``retry_infra``); anything else is refused."""
-    value = payload.get(name, False)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{name}: expected true or false")
-    return value
+def assessment_request(payload: dict[str, Any], registry: BattleRegistry) -> tuple[AssessmentRequest, BattleConfig]:
+    """The parsed assessment request and its validated config; ConfigError naming the field.
 
-
-def assessment_request(payload: dict[str, Any], registry: BattleRegistry) -> tuple[str, BattleConfig]:
-    """The white agent URL and the validated config of an assessment request; ConfigError naming the field."""
-    participants = payload.get("participants") or {}
-    if not isinstance(participants, dict) or not participants:
-        raise ConfigError('participants: expected {"white_agent": "<url>"}')
-    white_url = participants.get("white_agent") or (
-        next(iter(participants.values())) if len(participants) == 1 else None
-    )
-    if not isinstance(white_url, str) or not white_url:
-        raise ConfigError(f"participants.white_agent: required (got roles {sorted(map(str, participants))[:8]})")
-    raw_config = payload.get("config") or {}
-    if not isinstance(raw_config, dict):
-        raise ConfigError("config: expected a JSON object")
-    return white_url, registry.remote_config(raw_config)
+    The request's shape (participants, config object, battle_id, flags) is checked by
+    :meth:`AssessmentRequest.from_payload`, then the config against the operator's limits.
+    """
+    request = AssessmentRequest.from_payload(payload)
+    return request, registry.remote_config(request.config)

@@ -5,6 +5,8 @@
 - :mod:`~green_agent.wire.backend_posts`: the bodies posted to a battle backend (one progress post per event, the
   result post), shared by the live reporter and ``arena view``;
 - :mod:`~green_agent.wire.trajectory`: an attempt's trajectory as posted with its event (``arena.trajectory/1``);
+- :mod:`~green_agent.wire.assessment`: the assessment request ``arena run`` sends and the "Result" artifact it reads
+  back (markdown + result JSON), one model for the launcher and the service;
 - :mod:`~green_agent.wire.process`: the environment variable and run-directory file names both sides use.
 
 The progress events themselves and the Result artifact's data are the engine's typed models

@@ -30,11 +30,10 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import A2AError
 
+from green_agent.wire.assessment import RESULT_ARTIFACT_NAME, AssessmentRequest, ResultArtifact
 from launcher.ports import is_loopback_url
 
 logger = logging.getLogger(__name__)
-
-RESULT_ARTIFACT_NAME = "Result"
 
 EventCallback = Callable[[dict[str, Any], str], None]
 """``on_event(arena_event, progress_text)``; a status update without ``arena_event`` arrives as
@@ -85,11 +84,8 @@ class AssessmentOutcome:
 
 def build_request_text(white_url: str, config: dict[str, Any], battle_id: str | None = None, **extra: Any) -> str:
     """The JSON text of the assessment request (``extra`` keys are added at top level, e.g. ``backend_url``)."""
-    payload: dict[str, Any] = {"participants": {"white_agent": white_url}, "config": config}
-    if battle_id is not None:
-        payload["battle_id"] = battle_id
-    payload.update({k: v for k, v in extra.items() if v is not None})
-    return json.dumps(payload)
+    fields = {k: v for k, v in extra.items() if v is not None}
+    return json.dumps(AssessmentRequest(white_agent=white_url, config=config, battle_id=battle_id, **fields).wire())
 
 
 def state_name(state: int) -> str:
@@ -171,12 +167,9 @@ class _StreamState:
         merged = self._artifacts[key]
         if merged.name != RESULT_ARTIFACT_NAME:
             return
-        texts = get_text_parts(merged.parts)
-        self.markdown = "\n".join(texts) if texts else self.markdown
-        for data in get_data_parts(merged.parts):
-            if isinstance(data, dict):
-                self.result = data
-                break
+        content = ResultArtifact.read(get_text_parts(merged.parts), get_data_parts(merged.parts))
+        self.markdown = content.markdown if content.markdown is not None else self.markdown
+        self.result = content.result if content.result is not None else self.result
 
     def outcome(self) -> AssessmentOutcome:
         error = None

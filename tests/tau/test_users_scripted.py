@@ -175,7 +175,7 @@ def test_make_user_builds_the_scripted_user() -> None:
     assert isinstance(user, ScriptedUser)
 
 
-async def _replay_with_scripted_user(domain: str, index: int) -> tuple[UserTurn, dict]:
+async def _replay_with_scripted_user(domain: str, index: int) -> tuple[UserTurn, dict[str, Any]]:
     """The replay reference agent's conversation: opening, one gold action per turn, one final statement."""
     ref = resolve_task(domain, "test", index)
     env = await AttemptEnvironment.create(ref)

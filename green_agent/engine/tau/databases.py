@@ -12,8 +12,8 @@ a few records and changes fewer. Three things here make that cheap without chang
   the map (``[key]``, ``get``, ``values()``, ``items()``, ``pop``, ``copy()``, ``dict(m)``, ``{**m}``, iteration
   plus lookup, pickling, deep copies) is first replaced by a private copy validated from that record's parsed data,
   so tool calls mutate copies and the template stays pristine. A record nobody reached is the template's object,
-  whose content equals what validating it would give (tests/tau/test_databases.py checks every record of every
-  domain, types included).
+  whose content equals what validating it would give (tests/green_agent/engine/tau/test_databases.py checks every
+  record of every domain, types included).
 * :func:`database_hash` computes tau2's ``get_dict_hash(db.model_dump())`` (sha256 of
   ``json.dumps(dump, sort_keys=True, default=str)``) of such a database from the template's pre-serialised
   records, re-serialising only the records that were reached (a reached record whose dump pickles to the same bytes

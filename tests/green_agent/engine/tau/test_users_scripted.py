@@ -17,7 +17,7 @@ from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.engine.tau.tasks import load_tasks, resolve_task
 from green_agent.engine.tau.users import ScriptedUser, UserTurn, first_person, make_user
 from green_agent.engine.tau.users.scripted import given_arguments
-from tests.tau.conftest import (
+from tests.green_agent.engine.tau.conftest import (
     ENDED,
     STARTED,
     communicate_info,

@@ -4,8 +4,8 @@ In the mock domain, an agent that does nothing leaves no task_2 behind, and the 
 (``assert_task_status(task_id="task_2", ...)``) raises "Task task_2 not found" inside tau2's evaluator. tau2's runner
 scores such a run 0 (tau2 gives a do-nothing agent 1/9 on mock); Arena excluded it as a harness error, which lifted
 the agent's score (1/8). It is the agent's failure: scored 0, ``task_incomplete`` / white_agent, tau2's error named.
-Every other evaluator exception stays a harness error (tests/tau/test_scoring.py), and our evaluator still raises
-exactly what tau2's raises (the contract of tests/tau/test_evaluation.py).
+Every other evaluator exception stays a harness error (tests/green_agent/engine/tau/test_scoring.py), and our evaluator
+still raises exactly what tau2's raises (the contract of tests/green_agent/engine/tau/test_evaluation.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from green_agent.engine.tau.evaluation import evaluate, provoking_assertion
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.scoring import ScoringError, ScoringPool
 from green_agent.engine.tau.tasks import TaskRef, load_tasks, resolve_task
-from tests.tau.conftest import gold_actions, replay
+from tests.green_agent.engine.tau.conftest import gold_actions, replay
 
 quiet_tau2()
 from tau2.data_model.simulation import SimulationRun  # noqa: E402

@@ -20,7 +20,7 @@ from green_agent.engine.tau.databases import template
 from green_agent.engine.tau.evaluation import GoldCache, evaluate, gold_hashes
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import TaskRef, load_tasks, resolve_task
-from tests.tau.conftest import ENDED, STARTED, communicate_info, gold_actions, replay
+from tests.green_agent.engine.tau.conftest import ENDED, STARTED, communicate_info, gold_actions, replay
 
 quiet_tau2()
 from tau2.data_model.simulation import SimulationRun  # noqa: E402

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from green_agent.engine.results import BattleResult
 from launcher.cli.app import app
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 SCENARIO = """name = "regrade-telecom"
 [pass_k_config]

@@ -13,7 +13,7 @@ from green_agent.engine.tau.environment import (
 )
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import resolve_task
-from tests.tau.conftest import ENDED, STARTED
+from tests.green_agent.engine.tau.conftest import ENDED, STARTED
 
 quiet_tau2()
 from tau2.data_model.message import ToolCall  # noqa: E402

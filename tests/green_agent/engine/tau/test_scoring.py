@@ -14,7 +14,7 @@ from green_agent.engine.tau.scoring import (
     breakdown_from_reward_info,
 )
 from green_agent.engine.tau.tasks import TaskRef, resolve_task
-from tests.tau.conftest import ENDED, STARTED, communicate_info, gold_actions, replay
+from tests.green_agent.engine.tau.conftest import ENDED, STARTED, communicate_info, gold_actions, replay
 
 # (domain, index): tasks with a write action; retail 9 and 12 and airline 5 also carry communicate_info.
 GOLD_CASES = [("retail", 0), ("retail", 9), ("retail", 12), ("airline", 0), ("airline", 5)]

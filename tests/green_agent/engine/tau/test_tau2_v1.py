@@ -37,7 +37,7 @@ from green_agent.engine.tau.flavour import installed_tau2
 from tests.support.fake_openai import make_fake_openai
 from tests.support.servers import serve_app
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 pytestmark = [pytest.mark.tau2v1]
 
 

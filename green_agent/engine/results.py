@@ -266,6 +266,15 @@ class AttemptResult(BaseModel):
         records, self._trajectory = self._trajectory, None
         return records
 
+    def __eq__(self, other: object) -> bool:
+        """Two results are equal when their data is: the trajectory held for hand-over is not part of the result
+        (a result read back from its JSON equals the one that was written, whether or not its event took it)."""
+        if not isinstance(other, AttemptResult):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every non-frozen model
+
     @property
     def trial_outcome(self) -> bool | None:
         """The value the metrics library takes: True / False, None for an infrastructure error."""

@@ -97,12 +97,6 @@ async def test_action_nested_5000_levels_is_the_agents_format_error(green: Green
     _agent_failures(attempts, "format_error")
 
 
-PARSE_BOUND_S = 10.0
-"""A 400 KB reply must be parsed (and refused) well within this, network and scoring included."""
-LOOP_STALL_BOUND_MS = 1000.0
-"""While it is parsed, /health must never take longer than this (a parse on the event loop stalls it)."""
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("kind", sorted(PATHOLOGICAL_UNITS))
 async def test_pathological_400kb_reply_is_parsed_quickly_off_the_loop(
@@ -116,8 +110,10 @@ async def test_pathological_400kb_reply_is_parsed_quickly_off_the_loop(
     print(f"\n[pathological {kind}] attempt durations {durations} s; {health.summary()}")
     assert_no_infrastructure_errors(attempts)
     _agent_failures(attempts, "format_error")
-    assert max(durations) < PARSE_BOUND_S, f"parsing a 400 KB reply took {max(durations)} s"
-    assert max(health.latencies_ms) < LOOP_STALL_BOUND_MS, health.summary()
+    # Off the loop: every /health poll is answered within the poller's 2 s limit while the reply is parsed (a hang
+    # guard, not a speed goal; the speed goals, attempts under 10 s and /health under 1 s, are in
+    # benchmarks/bench_pathological_parse.py).
+    assert health.failures == 0, health.summary()
 
 
 @pytest.mark.timeout(240)

@@ -42,12 +42,15 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from green_agent.run_files import MiB, RunFileRefused, read_run_file
 from green_agent.wire.process import DEFAULT_RETENTION_S as DEFAULT_RETENTION_S
 from green_agent.wire.process import OUTBOX_FILE as OUTBOX_FILE
 
 log = logging.getLogger(__name__)
 
 OUTBOX_FORMAT = "arena.outbox/1"
+MAX_OUTBOX_BYTES = 1024 * MiB
+"""An outbox holds every undelivered event with its trajectory: large, but a replay never reads more than this."""
 MAX_REASON_CHARS = 300
 """Longest reason kept in a mark or a log line."""
 MAX_ANSWER_BYTES = 4096
@@ -158,8 +161,11 @@ def parse_outbox(data: bytes, *, source: str = "outbox") -> OutboxState:
 def load_outbox(path: Path) -> OutboxState:
     """Read an outbox file (blocking: call it in a worker thread); an empty state when there is none."""
     try:
-        data = path.read_bytes()
+        data = read_run_file(path.parent, path.name, max_bytes=MAX_OUTBOX_BYTES)
     except FileNotFoundError:
+        return OutboxState()
+    except RunFileRefused as refused:  # a link out of the run, a FIFO, a device, too large: the run dir is input
+        log.warning("%s: %s; not replayed", path, refused)
         return OutboxState()
     return parse_outbox(data, source=str(path))
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from green_agent.run_files import read_run_file
 
 log = logging.getLogger(__name__)
 
@@ -90,19 +91,12 @@ def read_target(run_dir: Path) -> StoredTarget | None:
     Blocking: call it in a worker thread."""
     path = run_dir / TARGET_FILE
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        data = read_run_file(run_dir, TARGET_FILE, max_bytes=MAX_TARGET_BYTES)
+    except FileNotFoundError:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_TARGET_BYTES:
-            log.warning("%s: not a regular file of at most %d bytes; ignored", path, MAX_TARGET_BYTES)
-            return None
-        data = os.read(fd, MAX_TARGET_BYTES + 1)
-    except OSError:
+    except OSError as error:  # RunFileRefused: a link out, not a regular file, too large
+        log.warning("%s: %s; ignored", path, error)
         return None
-    finally:
-        os.close(fd)
     try:
         return StoredTarget.model_validate_json(data)
     except ValidationError as error:

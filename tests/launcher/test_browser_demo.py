@@ -4,7 +4,8 @@ What a new user does: ``arena run scenarios/offline_demo.toml --backend URL``, o
 attempt and read why it failed. Everything on the page came from the green agent's own posts (AgentBeats-style), so
 this checks the whole path: the scoring worker's database diff, the event that carries it with the bounded
 trajectory, the backend's viewer. The demo is a calibration battle: the banner is shown and the white agent's ELO
-does not move. Saves docs/screenshots/battle-page.png and docs/screenshots/attempt-viewer.png (the README's).
+does not move. Saves battle-page.png and attempt-viewer.png (the README's pictures, when
+scripts/update_screenshots.sh runs it).
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ import pytest
 
 from tests.launcher.test_backend_outage import PAGE_RE, _env
 from tests.support.backend_process import restartable_backend
-from tests.support.browser import chromium, watch_errors
+from tests.support.browser import chromium, screenshot_path, watch_errors
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "docs" / "screenshots"
 RUN_LIMIT_S = 600.0
 
 
@@ -87,10 +87,9 @@ async def test_demo_battle_page_opens_a_failed_attempt_with_its_database_diff(tm
             assert "CALIBRATION" in await page.locator("#result-calibration").inner_text()
             assert "macro pass^4" in await page.locator("#winner-rule").inner_text()
             assert await page.locator("#attempt-grid a.cell-link").count() == 20
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             # the top of the page (status, banner, pass^k, chart, attempt grid), not the long timeline below
             await page.set_viewport_size({"width": 1200, "height": 1900})
-            await page.screenshot(path=str(SCREENSHOTS / "battle-page.png"), full_page=False)
+            await page.screenshot(path=str(screenshot_path("battle-page.png", tmp_path)), full_page=False)
 
             await page.locator(f'#attempt-grid a[href$="/attempts/{task_key}/{attempt["attempt"]}"]').click()
             await page.locator("#attempt-page").wait_for()
@@ -103,5 +102,5 @@ async def test_demo_battle_page_opens_a_failed_attempt_with_its_database_diff(tm
             assert "task_incomplete" in await page.locator("#attempt-category").inner_text()
             raw = await page.locator("#raw-jsonl").get_attribute("href")
             assert raw is not None and raw.endswith("/trajectory.jsonl")
-            await page.screenshot(path=str(SCREENSHOTS / "attempt-viewer.png"), full_page=True)
+            await page.screenshot(path=str(screenshot_path("attempt-viewer.png", tmp_path)), full_page=True)
             assert page_errors == []

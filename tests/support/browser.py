@@ -4,6 +4,7 @@ browser download (CI installs chromium with apt-get; .ci/run)."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,3 +49,16 @@ def watch_errors(page: Page) -> list[str]:
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     return errors
+
+
+SCREENSHOT_DIR_ENV = "ARENA_SCREENSHOT_DIR"
+"""Where the browser tests save their screenshots: unset, a test's own temporary folder (``pytest`` leaves the
+checkout untouched); ``scripts/update_screenshots.sh`` sets it to docs/screenshots to regenerate the docs' pictures
+on purpose."""
+
+
+def screenshot_path(name: str, tmp_path: Path) -> Path:
+    """The file a browser test saves screenshot ``name`` to (see :data:`SCREENSHOT_DIR_ENV`); its folder exists."""
+    folder = Path(os.environ[SCREENSHOT_DIR_ENV]) if os.environ.get(SCREENSHOT_DIR_ENV) else tmp_path / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name

@@ -1,6 +1,7 @@
 """Headless Chromium (Debian's package, driven by playwright, no browser download) on the evaluations page's
 controls: the connector box only with the LLM judge, the pass rate's Wilson interval as ``arena eval-csv`` prints it,
-filtering the cases (outcome, text) and sorting them (score, test id). Saves docs/screenshots/evaluations-page.png."""
+filtering the cases (outcome, text) and sorting them (score, test id).
+Saves evaluations-page.png (docs/screenshots when scripts/update_screenshots.sh runs it)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ import pytest
 
 from green_agent.evaluations import EvaluationsSettings
 from green_agent.statistics.intervals import wilson_interval
-from tests.green_agent.evaluations.conftest import REPO, SAMPLE_CSV, finance_agent, green_server, judge_settings
+from tests.green_agent.evaluations.conftest import SAMPLE_CSV, finance_agent, green_server, judge_settings
 from tests.support import TEST_OPERATOR_TOKEN
-from tests.support.browser import chromium
+from tests.support.browser import chromium, screenshot_path
 
 pytestmark = pytest.mark.browser
 
-SCREENSHOT = REPO / "docs" / "screenshots" / "evaluations-page.png"
 FAILING = "fin-002"
 """The case whose expected answer the test changes to a number the agent never says (so one case fails)."""
 
@@ -152,6 +152,6 @@ async def test_connector_interval_filter_and_sort(tmp_path: Path) -> None:
         # the page as a user sees it after a run: failing case first, its details open
         await page.select_option("#sort-by", "score-asc")
         await page.click(f'tr.case-row[data-test-id="{FAILING}"]')
-        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        await page.screenshot(path=str(SCREENSHOT), full_page=True)
-        assert SCREENSHOT.stat().st_size > 0
+        screenshot = screenshot_path("evaluations-page.png", tmp_path)
+        await page.screenshot(path=str(screenshot), full_page=True)
+        assert screenshot.stat().st_size > 0

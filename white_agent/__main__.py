@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import uvicorn
 
 from white_agent.app import AGENT_KINDS, create_white_agent_app, make_agent
-from white_agent.contexts import DEFAULT_MAX_CONTEXTS
+from white_agent.contexts import DEFAULT_IDLE_S, DEFAULT_MAX_CONTEXTS
 from white_agent.errors import TurnAbandoned, WhiteAgentConfigError
 from white_agent.flaky import CRASH_MARKER, FAULTS, FlakyAgent, InjectedCrash
 
@@ -109,7 +109,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=40,
         help="llm, tool mode mcp: tool calls allowed before the agent must answer the user",
     )
-    parser.add_argument("--max-contexts", type=int, default=DEFAULT_MAX_CONTEXTS, help="conversations kept (LRU)")
+    parser.add_argument(
+        "--max-contexts",
+        type=int,
+        default=DEFAULT_MAX_CONTEXTS,
+        help="live conversations held at most; a new one beyond is refused (default %(default)s)",
+    )
+    parser.add_argument(
+        "--context-idle-s",
+        type=float,
+        default=DEFAULT_IDLE_S,
+        help="a conversation unused this long may be forgotten to make room (default %(default)s)",
+    )
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning")
     return parser
 
@@ -131,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 api_key_env=args.api_key_env,
                 temperature=args.temperature,
                 max_contexts=args.max_contexts,
+                context_idle_s=args.context_idle_s,
                 max_tool_calls_per_turn=args.max_tool_calls_per_turn,
             )
         agent = make_agent(
@@ -139,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fault_rates=_parse_fault_rates(args.fault_rate),
             llm=llm,
             max_contexts=args.max_contexts,
+            context_idle_s=args.context_idle_s,
         )
     except (WhiteAgentConfigError, ValueError) as error:
         print(f"arena-white: configuration error: {error}", file=sys.stderr)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from starlette.applications import Starlette
 
-from white_agent.contexts import DEFAULT_MAX_CONTEXTS
+from white_agent.contexts import DEFAULT_IDLE_S, DEFAULT_MAX_CONTEXTS
 from white_agent.errors import WhiteAgentConfigError
 from white_agent.flaky import DEFAULT_NO_REPLY_S, FlakyAgent
 from white_agent.replay import ReplayAgent
@@ -34,6 +34,7 @@ def make_agent(
     fault_rates: Mapping[str, float] | None = None,
     llm: LlmAgentSettings | None = None,
     max_contexts: int = DEFAULT_MAX_CONTEXTS,
+    context_idle_s: float = DEFAULT_IDLE_S,
     no_reply_s: float = DEFAULT_NO_REPLY_S,
     api_key: str | None = None,
     http_client: httpx.AsyncClient | None = None,
@@ -44,20 +45,22 @@ def make_agent(
     environment variable named by ``llm.api_key_env``).
     """
     if kind == "replay":
-        return ReplayAgent(max_contexts=max_contexts)
+        return ReplayAgent(max_contexts=max_contexts, idle_s=context_idle_s)
     if kind == "flaky":
-        return FlakyAgent(seed=seed, fault_rates=fault_rates, max_contexts=max_contexts, no_reply_s=no_reply_s)
+        return FlakyAgent(
+            seed=seed, fault_rates=fault_rates, max_contexts=max_contexts, no_reply_s=no_reply_s, idle_s=context_idle_s
+        )
     if kind == "llm":
         from white_agent.llm import LlmAgent, LlmAgentSettings
 
         settings = llm or LlmAgentSettings()
-        if settings.max_contexts != max_contexts and llm is None:
-            settings = settings.model_copy(update={"max_contexts": max_contexts})
+        if llm is None:
+            settings = settings.model_copy(update={"max_contexts": max_contexts, "context_idle_s": context_idle_s})
         return LlmAgent(settings, api_key=api_key, http_client=http_client)
     if kind == "finance":
         from white_agent.finance.agent import FinanceAgent
 
-        return FinanceAgent("scripted", max_contexts=max_contexts)
+        return FinanceAgent("scripted", max_contexts=max_contexts, idle_s=context_idle_s)
     if kind == "finance-llm":
         from white_agent.finance.agent import FinanceAgent, FinanceLlmSettings
         from white_agent.llm import LlmAgentSettings
@@ -66,7 +69,14 @@ def make_agent(
         finance = FinanceLlmSettings(
             model=base.model, base_url=base.base_url, api_key_env=base.api_key_env, temperature=base.temperature
         )
-        return FinanceAgent("llm", llm=finance, api_key=api_key, http_client=http_client, max_contexts=max_contexts)
+        return FinanceAgent(
+            "llm",
+            llm=finance,
+            api_key=api_key,
+            http_client=http_client,
+            max_contexts=max_contexts,
+            idle_s=context_idle_s,
+        )
     raise WhiteAgentConfigError(f"kind: unknown agent kind {kind!r}; known kinds: {', '.join(AGENT_KINDS)}")
 
 

@@ -12,6 +12,7 @@ Exception tree::
     LookupError
         GoldTaskNotFound (gold)
     RuntimeError
+        ContextsFull (errors)
         InjectedCrash (flaky)
         McpToolsError (errors)
     ValueError
@@ -23,6 +24,11 @@ from __future__ import annotations
 
 class WhiteAgentConfigError(ValueError):
     """A white-agent configuration problem; the message names the offending option and what is allowed."""
+
+
+class ContextsFull(RuntimeError):
+    """A new conversation arrived while the agent holds as many live ones as it may: refused, never evicting a live
+    one (white_agent/contexts.py). Answered with a JSON-RPC error naming the bound."""
 
 
 class McpToolsError(RuntimeError):

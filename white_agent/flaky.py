@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from white_agent.contexts import DEFAULT_MAX_CONTEXTS
+from white_agent.contexts import DEFAULT_IDLE_S, DEFAULT_MAX_CONTEXTS
 from white_agent.errors import TurnAbandoned, WhiteAgentConfigError
 from white_agent.gold import GoldTask
 from white_agent.protocol import ArenaInfo
@@ -214,8 +214,9 @@ class FlakyAgent(ReplayAgent):
         fault_rates: Mapping[str, float] | None = None,
         max_contexts: int = DEFAULT_MAX_CONTEXTS,
         no_reply_s: float = DEFAULT_NO_REPLY_S,
+        idle_s: float = DEFAULT_IDLE_S,
     ) -> None:
-        super().__init__(max_contexts=max_contexts)
+        super().__init__(max_contexts=max_contexts, idle_s=idle_s)
         self._seed = seed
         self._rates = validate_fault_rates(fault_rates or {})
         self._no_reply_s = no_reply_s

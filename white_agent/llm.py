@@ -44,7 +44,7 @@ import openai
 from mcp import Client
 from pydantic import BaseModel, ConfigDict, Field
 
-from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
+from white_agent.contexts import DEFAULT_IDLE_S, DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.errors import WhiteAgentConfigError
 from white_agent.mcp_client import (
     McpConnector,
@@ -83,6 +83,8 @@ class LlmAgentSettings(BaseModel):
     retry_max_delay_s: float = Field(default=20.0, ge=0.0)
     request_timeout_s: float = Field(default=60.0, gt=0.0)
     max_contexts: int = Field(default=DEFAULT_MAX_CONTEXTS, ge=1)
+    context_idle_s: float = Field(default=DEFAULT_IDLE_S, ge=0.0)
+    """A conversation unused this long may be forgotten to make room (live ones never are: white_agent/contexts.py)."""
     max_tool_calls_per_turn: int = Field(default=40, ge=1, le=1000)
     """Tool mode "mcp": the most tool calls the agent makes over MCP before it must answer the user."""
 
@@ -232,7 +234,9 @@ class LlmAgent:
             timeout=settings.request_timeout_s,
             http_client=cast(Any, http_client),  # openai >= 3.5x types httpx2 but takes httpx clients too
         )
-        self._contexts: BoundedContexts[Conversation] = BoundedContexts(settings.max_contexts)
+        self._contexts: BoundedContexts[Conversation] = BoundedContexts(
+            settings.max_contexts, idle_s=settings.context_idle_s
+        )
         self._mcp = McpConnector(timeout_s=settings.request_timeout_s)
 
     @property

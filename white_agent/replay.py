@@ -5,7 +5,8 @@ environment, scoring) is sound before anyone trusts its verdict on a real agent.
 playing only from the ``arena`` block the green agent sends in the first message of a calibration attempt; it
 ignores what the tool results and the user say.
 
-Per conversation (A2A context id, bounded LRU): one gold action per turn, in tau2's order; then one ``respond``
+Per conversation (A2A context id; bounded, live ones never forgotten: white_agent/contexts.py): one gold action
+per turn, in tau2's order; then one ``respond``
 whose content holds every ``communicate_info`` string verbatim, as a statement without a question mark (tau2's
 check is a case-insensitive substring test on the message with its commas removed, so the strings are joined with
 "; "); afterwards a short closing statement for anything else.
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
+from white_agent.contexts import DEFAULT_IDLE_S, DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.gold import GoldTask, GoldTaskNotFound, load_gold_task
 from white_agent.mcp_client import McpConnector, McpToolsError, describe_mcp_error
 from white_agent.protocol import ArenaInfo, GreenTurn, McpEndpointInfo, format_action, format_respond
@@ -118,8 +119,8 @@ class ReplayAgent:
     card_name = "Arena replay white agent"
     card_description = "Calibration white agent: replays the gold actions of the tau-bench task named in the metadata."
 
-    def __init__(self, *, max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
-        self._contexts: BoundedContexts[ReplayState] = BoundedContexts(max_contexts)
+    def __init__(self, *, max_contexts: int = DEFAULT_MAX_CONTEXTS, idle_s: float = DEFAULT_IDLE_S) -> None:
+        self._contexts: BoundedContexts[ReplayState] = BoundedContexts(max_contexts, idle_s=idle_s)
         self._mcp = McpConnector()
 
     @property

@@ -10,24 +10,45 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill
 from starlette.applications import Starlette
 
+from white_agent.contexts import CONVERSATIONS_EXTENSION_URI, BoundedContexts
 from white_agent.reply import AgentReply, ReplyKind, TurnAgent
 from white_agent.turns import DirectRequestHandler
 
 __all__ = ["AgentReply", "ReplyKind", "TurnAgent", "build_agent_card", "create_app"]
 
 
-def build_agent_card(url: str, *, name: str, description: str, version: str = "0.1.0") -> AgentCard:
+def conversations_extension(contexts: BoundedContexts[Any]) -> AgentExtension:
+    """The card extension announcing how many live conversations the agent holds at most (a green agent warns when
+    a battle's concurrency comes near it; a new conversation beyond it is refused, never a live one evicted)."""
+    extension = AgentExtension(
+        uri=CONVERSATIONS_EXTENSION_URI,
+        description="Live conversations held at most; more are refused (JSON-RPC error) until some go idle.",
+        required=False,
+    )
+    extension.params.update({"max_live_conversations": contexts.max_contexts, "idle_s": contexts.idle_s})
+    return extension
+
+
+def build_agent_card(
+    url: str,
+    *,
+    name: str,
+    description: str,
+    version: str = "0.1.0",
+    extensions: list[AgentExtension] | None = None,
+) -> AgentCard:
     """The card: one JSON-RPC endpoint announced as protocol 1.0 and 0.3 (the 0.3 entry adds the legacy ``url``)."""
     return AgentCard(
         name=name,
         description=description,
         version=version,
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=AgentCapabilities(streaming=True, extensions=extensions or []),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain"],
         skills=[
@@ -51,7 +72,9 @@ def create_app(agent: TurnAgent, *, card_url: str, name: str, description: str) 
     ``card_url`` is the URL clients should call (what the card announces), e.g. ``http://127.0.0.1:9004/``.
     Shutdown drains the SDK's in-flight tasks and closes the agent.
     """
-    card = build_agent_card(card_url, name=name, description=description)
+    contexts = getattr(agent, "contexts", None)
+    extensions = [conversations_extension(contexts)] if isinstance(contexts, BoundedContexts) else []
+    card = build_agent_card(card_url, name=name, description=description, extensions=extensions)
     handler = DirectRequestHandler(agent, card)
 
     @asynccontextmanager

@@ -35,7 +35,7 @@ from a2a.types.a2a_pb2 import AgentCard, Message, SendMessageRequest, Task, Task
 from a2a.utils.errors import InternalError
 from google.protobuf.json_format import MessageToDict
 
-from white_agent.errors import TurnAbandoned
+from white_agent.errors import ContextsFull, TurnAbandoned
 from white_agent.protocol import parse_green_message
 from white_agent.reply import AgentReply, TurnAgent
 from white_agent.required_fields import required_fields_present
@@ -130,6 +130,8 @@ class DirectRequestHandler(DefaultRequestHandler):
             reply = await self._agent.reply(message.context_id, turn)
         except TurnAbandoned as error:
             raise InternalError(message=f"{ABANDONED_TEXT}: {error}") from error
+        except ContextsFull as error:  # refused, never evicting a live conversation (white_agent/contexts.py)
+            raise InternalError(message=str(error)) from error
         except Exception as error:  # the SDK reports it exactly as before: its executor re-raises it
             context.state[OUTCOME_KEY] = error
             return cast("Message | Task", await super().on_message_send(params, context))

@@ -142,7 +142,7 @@ async def test_contexts_are_isolated_and_bounded() -> None:
 
     fake = make_fake_openai(echo)
     async with serve_app(fake) as llm_url:
-        agent = _agent(llm_url, max_contexts=2)
+        agent = _agent(llm_url, max_contexts=2, context_idle_s=0)
         async with serving(agent) as url, talk(url) as talker:
             await _first(talker, "A", "I am A")
             await _first(talker, "B", "I am B")

@@ -255,8 +255,8 @@ def test_every_action_reads_back_the_same_under_all_three_parsers(name: str, arg
 
 
 @given(size=st.integers(1, 5), ops=st.lists(st.integers(0, 9), max_size=60))
-def test_bounded_contexts_behave_like_an_lru(size: int, ops: list[int]) -> None:
-    contexts: BoundedContexts[list[int]] = BoundedContexts(size)
+def test_bounded_idle_contexts_behave_like_an_lru(size: int, ops: list[int]) -> None:
+    contexts: BoundedContexts[list[int]] = BoundedContexts(size, idle_s=0)  # every conversation idle: an LRU
     model: list[int] = []  # least recently used first
     for key in ops:
         state = contexts.get_or_create(str(key), list)

@@ -109,8 +109,8 @@ async def test_interleaved_contexts_get_independent_sequences() -> None:
     assert seen["B"] == gold_32[:5]
 
 
-async def test_lru_bound_forgets_the_least_recently_used_context() -> None:
-    agent = ReplayAgent(max_contexts=2)
+async def test_idle_contexts_are_forgotten_least_recently_used_first() -> None:
+    agent = ReplayAgent(max_contexts=2, idle_s=0)  # idle at once: forgotten least recently used first
     async with serving(agent) as url, talk(url) as talker:
         text, data, metadata = first_message("hi", arena=arena_block("5"))
         for ctx in ("A", "B"):

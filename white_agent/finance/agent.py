@@ -26,7 +26,7 @@ import httpx
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 
-from white_agent.contexts import DEFAULT_MAX_CONTEXTS, BoundedContexts
+from white_agent.contexts import DEFAULT_IDLE_S, DEFAULT_MAX_CONTEXTS, BoundedContexts
 from white_agent.errors import WhiteAgentConfigError
 from white_agent.finance.data import COMPANIES
 from white_agent.finance.tools import TOOL_SCHEMAS, execute_tool
@@ -201,13 +201,14 @@ class FinanceAgent:
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         max_contexts: int = DEFAULT_MAX_CONTEXTS,
+        idle_s: float = DEFAULT_IDLE_S,
     ) -> None:
         if mode not in ("scripted", "llm"):
             raise WhiteAgentConfigError(f"mode: must be 'scripted' or 'llm', got {mode!r}")
         self.mode = mode
         self._settings = llm or FinanceLlmSettings()
         self._client: openai.AsyncOpenAI | None = None
-        self._contexts: BoundedContexts[_History] = BoundedContexts(max_contexts)
+        self._contexts: BoundedContexts[_History] = BoundedContexts(max_contexts, idle_s=idle_s)
         if mode == "llm":
             key = api_key if api_key is not None else os.environ.get(self._settings.api_key_env)
             if not key:

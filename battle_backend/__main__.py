@@ -209,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    runs_home = None
     if args.import_files:
         try:
             reports = asyncio.run(import_into_store(settings, args.import_files))
@@ -216,9 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
         for report in reports:
             print(describe(report), file=sys.stderr)
-    uvicorn.run(
-        create_app(settings), host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
-    )
+        runs_home = next((report.runs_home for report in reports if report.runs_home is not None), None)
+    app = create_app(settings, runs_home=runs_home)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
     return 0
 
 

@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from battle_backend.battles.api_models import ApiError
+from battle_backend.battles.runs_home import RunsHome
 from battle_backend.battles.scheduler import BattleScheduler
 from battle_backend.battles.service import BattleService
 from battle_backend.context import BackendContext
@@ -114,8 +115,9 @@ class NoticeBridge:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def create_app(settings: BackendSettings | None = None) -> Starlette:
-    """The whole backend as one ASGI app; serve it with uvicorn (see ``python -m battle_backend``)."""
+def create_app(settings: BackendSettings | None = None, *, runs_home: RunsHome | None = None) -> Starlette:
+    """The whole backend as one ASGI app; serve it with uvicorn (see ``python -m battle_backend``). ``runs_home``:
+    the runs home of ``arena view runs/`` (an import file's section), served at /ui/runs."""
     settings = settings or BackendSettings()
     platform_mcp = PlatformMcp(settings)
 
@@ -140,6 +142,7 @@ def create_app(settings: BackendSettings | None = None) -> Starlette:
             renderer=renderer,
             http=http,
             feeds=feeds,
+            runs_home=runs_home,
         )
         app.state.backend = context
         await scheduler.start()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from battle_backend.battles.runs_home import RunsHome
 from battle_backend.battles.scheduler import BattleScheduler
 from battle_backend.battles.service import BattleService
 from battle_backend.live.hub import LiveHub
@@ -28,3 +29,5 @@ class BackendContext:
     http: httpx.AsyncClient
     feeds: LiveFeeds
     """The shared live feeds of the SSE and WebSocket routes."""
+    runs_home: RunsHome | None = None
+    """``arena view runs/``: the runs home page's rows and comparisons (an import file's ``runs_home``)."""

@@ -9,6 +9,10 @@ battle (under the run's battle id, so links stay valid), start, events, finish w
 the error state: the run was interrupted). The battle therefore ends terminal before the scheduler starts and is
 never scheduled; its agents carry no launcher and are never contacted. A battle id already in the store is skipped,
 so importing the same file twice is harmless.
+
+A file may instead hold a ``runs_home`` section and no battle (``arena view runs/`` writes one beside the battles of
+the folder): the runs home page's rows and the comparisons of ``arena compare`` the launcher computed
+(:mod:`battle_backend.battles.runs_home`). It is checked like the rest and handed to the app (``ImportReport``).
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 
 from battle_backend.battles.api_models import ApiError
 from battle_backend.battles.arena_results import arena_schema_problem, json_path
 from battle_backend.battles.facts import result_says_calibration
 from battle_backend.battles.json_limits import JsonLimits, check_json_value, parse_json
+from battle_backend.battles.runs_home import RunsHome
 from battle_backend.settings import BackendSettings
 from battle_backend.store.protocol import BattleStore, StartOutcome
 from battle_backend.store.records import FinishSpec, utc_now_iso
@@ -95,9 +100,17 @@ class ImportFile(_Strict):
     """``arena.battle-import/1``."""
 
     schema_id: Literal["arena.battle-import/1"] = Field(alias="schema")
-    battle: ImportedBattle
+    battle: ImportedBattle | None = None
+    """None only in a runs-home file (``runs_home`` given, no events, no result)."""
     events: list[ImportedEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
     result: ImportedResult | None = None
+    runs_home: RunsHome | None = None
+
+    @model_validator(mode="after")
+    def _battle_or_home(self) -> ImportFile:
+        if self.battle is None and (self.runs_home is None or self.events or self.result is not None):
+            raise ValueError("battle is required (only a runs_home file, without events or result, has none)")
+        return self
 
 
 class ImportFileError(Exception):
@@ -111,7 +124,8 @@ class ImportReport:
     battle_id: str
     events: int
     state: str
-    """finished | error | skipped (already in the store)"""
+    """finished | error | skipped (already in the store) | home (a runs_home section, in :attr:`runs_home`)"""
+    runs_home: RunsHome | None = None
 
 
 def _loc_text(loc: tuple[str | int, ...]) -> str:
@@ -201,6 +215,8 @@ async def import_battle(
 ) -> ImportReport:
     """Load one checked file into an open store (see the module's docstring)."""
     battle = parsed.battle
+    if battle is None:
+        return ImportReport(battle_id="", events=0, state="home", runs_home=parsed.runs_home)
     if await store.get_battle(battle.battle_id, include_events=False) is not None:
         logger.warning("battle %s is already in the store: not imported again", battle.battle_id)
         return ImportReport(battle_id=battle.battle_id, events=0, state="skipped")
@@ -259,8 +275,27 @@ async def import_battle(
 
 
 async def import_files(store: BattleStore, paths: list[Path], settings: BackendSettings) -> list[ImportReport]:
-    """Check every file first (nothing is written when one is bad), then import them in order."""
-    checked = [load_import_file(path, settings) for path in paths]
+    """Check every file first (nothing is written when one is bad), then import them in order.
+
+    With a runs-home file among them (``arena view runs/``), a battle file that fails its check is left out instead
+    and its run moves to the home's ``skipped`` list with the reason: one bad run does not hide the others."""
+    checked: list[tuple[ImportFile, list[dict[str, Any]], dict[str, Any] | None]] = []
+    refused: dict[str, str] = {}
+    first_error: ImportFileError | None = None
+    for path in paths:
+        try:
+            checked.append(load_import_file(path, settings))
+        except ImportFileError as error:
+            refused[path.name] = str(error)
+            first_error = first_error or error
+    homes = [parsed for parsed, _, _ in checked if parsed.runs_home is not None]
+    if first_error is not None and not homes:
+        raise first_error
+    if refused:
+        for parsed in homes:
+            assert parsed.runs_home is not None
+            parsed.runs_home = parsed.runs_home.without_refused(refused)
+            logger.warning("runs home: %d battle file(s) refused: %s", len(refused), "; ".join(refused.values()))
     reports = []
     for parsed, events, result in checked:
         report = await import_battle(store, parsed, events, result)
@@ -273,4 +308,7 @@ def describe(report: ImportReport) -> str:
     """One line for the console."""
     if report.state == "skipped":
         return f"battle {report.battle_id}: already in the store, not imported again"
+    if report.runs_home is not None:
+        home = report.runs_home
+        return f"runs home: {len(home.runs)} runs, {len(home.comparisons)} comparisons"
     return f"battle {report.battle_id}: imported ({report.events} events, {report.state})"

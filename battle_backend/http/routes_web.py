@@ -25,6 +25,7 @@ from battle_backend.context import BackendContext
 from battle_backend.http.body import read_body
 from battle_backend.http.routes_attempts import attempt_routes
 from battle_backend.http.routes_live import participant_agents
+from battle_backend.http.routes_runs import runs_routes
 from battle_backend.store.records import BattleRecord, BattleState
 from battle_backend.views.attempt_filter import AttemptFilter, FilterOptions, filter_options
 from battle_backend.views.progress import LiveProgress, live_progress
@@ -84,6 +85,7 @@ async def _index(
         requirement_names=requirement_names,
         notice=notice,
         form_error=form_error,
+        runs_home=ctx.runs_home,
     )
     return HTMLResponse(html, status_code=status)
 
@@ -221,6 +223,7 @@ def web_routes() -> list[Route | Mount]:
         Route("/ui", lambda request: RedirectResponse("/", status_code=307), methods=["GET"]),
         Route("/ui/battles/{battle_id}", battle_page, methods=["GET"]),
         *attempt_routes(),
+        *runs_routes(),
         Route("/ui/agents", register_form, methods=["POST"]),
         Route("/ui/battles", battle_form, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(STATIC_DIR)), name="static"),

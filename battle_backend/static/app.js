@@ -193,15 +193,16 @@
         if (emptyRow) { emptyRow.remove(); }
         row = document.createElement("tr");
         row.dataset.battleId = battle.battle_id;
-        var cells = ["", "", battle.green_agent_id, "", battle.created_at || "", "", ""];
+        var cells = ["", "", battle.green_agent_id, "", battle.created_at || "", "", "", ""];
         cells.forEach(function (text) { var td = document.createElement("td"); td.textContent = text; row.appendChild(td); });
         var link = document.createElement("a");
         link.href = "/ui/battles/" + encodeURIComponent(battle.battle_id);
         link.textContent = battle.battle_id.slice(0, 8);
         row.cells[0].appendChild(link);
         row.cells[1].appendChild(document.createElement("span"));
-        row.cells[5].className = "winner";
-        row.cells[6].className = "event-count";
+        row.cells[5].className = "score";
+        row.cells[6].className = "winner";
+        row.cells[7].className = "event-count";
         body.insertBefore(row, body.firstChild);
       }
       var state = row.cells[1].querySelector(".state") || row.cells[1].appendChild(document.createElement("span"));
@@ -219,5 +220,39 @@
     if (battlePage) { initBattlePage(battlePage); }
     var indexPage = document.getElementById("index-page");
     if (indexPage) { initIndexPage(indexPage); }
+  });
+})();
+
+// --- the runs home (arena view runs/): filters submit on change; the compare button wants exactly two runs -------
+(function () {
+  "use strict";
+
+  function initRunsHome() {
+    var filter = document.getElementById("runs-filter");
+    if (filter) {
+      Array.prototype.forEach.call(filter.querySelectorAll("select[data-autosubmit]"), function (select) {
+        select.addEventListener("change", function () { filter.submit(); });
+      });
+    }
+    var form = document.getElementById("compare-form");
+    if (!form) { return; }
+    var button = document.getElementById("compare-button");
+    var hint = document.getElementById("compare-hint");
+    function update() {
+      var ticked = form.querySelectorAll('input[name="run"]:checked');
+      Array.prototype.forEach.call(form.querySelectorAll('input[name="run"]'), function (box) {
+        var row = box.closest("tr");
+        if (row) { row.classList.toggle("picked", box.checked); }
+      });
+      button.disabled = ticked.length !== 2;
+      hint.textContent = ticked.length === 2 ? "ready: open the comparison" :
+        "tick two runs (" + ticked.length + " ticked): the statistics of arena compare";
+    }
+    form.addEventListener("change", update);
+    update();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (document.getElementById("runs-home")) { initRunsHome(); }
   });
 })();

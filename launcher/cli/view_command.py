@@ -11,12 +11,16 @@ through a backend, so ``arena view`` puts the run into a throwaway backend rathe
 3. the battle page is checked to answer, its URL printed, and the backend serves until Ctrl-C (or SIGTERM/SIGHUP),
    which stops it; the temporary directory (database, import file, the backend's logs) is removed on every exit.
 
+A folder of run directories (``arena view runs/``) opens the runs home instead: every run with its status, score and
+failure mix, filters, and the compare view of any two (:mod:`launcher.cli.runs_home` builds one import file per run
+and the home's own; all are passed to the backend). Its URL is printed as ``runs home: URL``.
+
 ``--no-wait`` stops right after the check (the URL printed is then already gone): for scripts that only want to
 know that the run can be shown.
 
 Exit codes: 0 served and stopped by Ctrl-C (or checked, with ``--no-wait``); 1 the backend failed (did not start,
-refused the import, exited while serving; its stderr is shown); 2 ``RUN_DIR`` is not a run directory (the message
-names what is missing); 128 + signal number when stopped by SIGTERM or SIGHUP.
+refused the import, exited while serving; its stderr is shown); 2 ``RUN_DIR`` is neither a run directory nor a folder
+of them (the message names what is missing); 128 + signal number when stopped by SIGTERM or SIGHUP.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from launcher.cli.runs_home import HomeBuild, build_home, is_run_dir
 from launcher.cli.view_import import RunDirError, RunImport, build_import, write_import
 from launcher.ports import LOOPBACK_HOSTS, free_port
 from launcher.processes import ProcessError, ProcessGroup, wait_until_ready
@@ -61,10 +66,11 @@ class ViewOptions:
     python: str = sys.executable
 
 
-def backend_argv(python: str, host: str, port: int, db_path: Path, import_path: Path) -> list[str]:
-    """The throwaway backend: the run's import file loaded into a fresh database."""
+def backend_argv(python: str, host: str, port: int, db_path: Path, import_path: Path | list[Path]) -> list[str]:
+    """The throwaway backend: the run's import file (or the runs home's files) loaded into a fresh database."""
     argv = [python, "-m", "battle_backend", "--host", host, "--port", str(port), "--db", str(db_path)]
-    return [*argv, "--import", str(import_path), "--log-level", "warning"]
+    paths = import_path if isinstance(import_path, list) else [import_path]
+    return [*argv, *(part for path in paths for part in ("--import", str(path))), "--log-level", "warning"]
 
 
 def base_url(host: str, port: int) -> str:
@@ -96,9 +102,50 @@ def _describe(run: RunImport) -> str:
     )
 
 
+def _describe_home(build: HomeBuild) -> str:
+    over = f" ({build.runs_over_cap} more over the cap)" if build.runs_over_cap else ""
+    pairs = f"; {build.pairs_not_computed} pairs not precomputed (cap)" if build.pairs_not_computed else ""
+    return (
+        f"{build.runs} runs{over}, {len(build.skipped)} entries not shown; {build.comparisons} comparisons, "
+        f"{build.refusals} pairs refused as `arena compare` refuses them{pairs}"
+    )
+
+
+async def _serve_home(options: ViewOptions, console: Console) -> int:
+    """The runs home of a folder of run directories (see the module docstring)."""
+    workdir = Path(tempfile.mkdtemp(prefix="arena-view-"))
+    try:
+        building = asyncio.ensure_future(asyncio.to_thread(build_home, options.run_dir, workdir))
+        try:
+            build = await asyncio.shield(building)
+        except asyncio.CancelledError:  # Ctrl-C mid-build: let the thread finish before the folder is removed
+            await asyncio.gather(building, return_exceptions=True)
+            raise
+        except RunDirError as error:
+            console.print(f"[bold red]error:[/] {escape(str(error))}", soft_wrap=True)
+            return EXIT_NOT_A_RUN
+        for name, reason in build.skipped:
+            console.print(f"[yellow]not shown:[/] {escape(name)}: {escape(reason)}", soft_wrap=True)
+        size = sum(path.stat().st_size for path in build.files)
+        port = options.port or free_port("127.0.0.1" if options.host in _WILDCARD_HOSTS else options.host)
+        page = _Page("runs home", "/ui/runs", _describe_home(build))
+        return await _serve(options, console, page, workdir, build.files, size, port)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 async def serve_view(options: ViewOptions, console: Console) -> int:
-    """Show ``options.run_dir`` on a throwaway backend until stopped; the exit code. Never leaves the backend or the
-    temporary directory behind."""
+    """Show ``options.run_dir`` (a run, or a folder of runs) on a throwaway backend until stopped; the exit code.
+    Never leaves the backend or the temporary directory behind."""
+    if options.host not in LOOPBACK_HOSTS:
+        console.print(
+            f"[yellow]warning:[/] --host {escape(options.host)}: the run's conversations are served beyond this "
+            "machine, without any login",
+            soft_wrap=True,
+        )
+    folder = await asyncio.to_thread(lambda: options.run_dir.is_dir() and not is_run_dir(options.run_dir))
+    if folder:
+        return await _serve_home(options, console)
     try:
         run = await asyncio.to_thread(build_import, options.run_dir)
     except RunDirError as error:
@@ -106,12 +153,6 @@ async def serve_view(options: ViewOptions, console: Console) -> int:
         return EXIT_NOT_A_RUN
     for warning in run.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    if options.host not in LOOPBACK_HOSTS:
-        console.print(
-            f"[yellow]warning:[/] --host {escape(options.host)}: the run's conversations are served beyond this "
-            "machine, without any login",
-            soft_wrap=True,
-        )
     workdir = Path(tempfile.mkdtemp(prefix="arena-view-"))
     try:
         import_path = workdir / IMPORT_FILE
@@ -122,32 +163,48 @@ async def serve_view(options: ViewOptions, console: Console) -> int:
             await asyncio.gather(writing, return_exceptions=True)
             raise
         port = options.port or free_port("127.0.0.1" if options.host in _WILDCARD_HOSTS else options.host)
-        return await _serve(options, console, run, workdir, import_path, size, port)
+        page = _Page("battle page", f"/ui/battles/{quote(run.battle_id, safe='')}", _describe(run))
+        return await _serve(options, console, page, workdir, [import_path], size, port)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class _Page:
+    """What is served: the printed label of its URL, its path, and the line describing it."""
+
+    label: str
+    path: str
+    description: str
+
+
 async def _serve(
-    options: ViewOptions, console: Console, run: RunImport, workdir: Path, import_path: Path, size: int, port: int
+    options: ViewOptions,
+    console: Console,
+    page: _Page,
+    workdir: Path,
+    import_paths: list[Path],
+    size: int,
+    port: int,
 ) -> int:
     base = base_url(options.host, port)
-    url = battle_url(base, run.battle_id)
+    url = base + page.path
     group = ProcessGroup(workdir / "logs", grace_s=5.0)
     try:
         async with group:
-            argv = backend_argv(options.python, options.host, port, workdir / DB_FILE, import_path)
+            argv = backend_argv(options.python, options.host, port, workdir / DB_FILE, import_paths)
             proc = group.start("backend", argv)
             await wait_until_ready(proc, f"{base}/health", timeout_s=options.startup_timeout_s)
             status = await _page_answers(url, timeout_s=30.0)
             if status != 200:
                 console.print(
-                    f"[bold red]error:[/] the backend answers {status} for the battle page {url}; "
+                    f"[bold red]error:[/] the backend answers {status} for the {page.label} {url}; "
                     f"its log: {escape(proc.stderr_tail())}",
                     soft_wrap=True,
                 )
                 return EXIT_BACKEND_FAILED
-            console.print(escape(_describe(run)), soft_wrap=True)
-            console.print(f"battle page: {url}", soft_wrap=True, highlight=False)
+            console.print(escape(page.description), soft_wrap=True)
+            console.print(f"{page.label}: {url}", soft_wrap=True, highlight=False)
             if not options.wait:
                 return EXIT_OK
             console.print(f"serving {size // 1024} KiB of run data; press Ctrl-C to stop", soft_wrap=True)
@@ -166,7 +223,12 @@ async def _serve(
 
 def view_command(
     run_dir: Annotated[
-        Path, typer.Argument(metavar="RUN_DIR", help="a run directory (runs/<battle id>/)", show_default=False)
+        Path,
+        typer.Argument(
+            metavar="RUN_DIR",
+            help="a run directory (runs/<battle id>/), or a folder of them (runs/) for the runs home",
+            show_default=False,
+        ),
     ],
     port: Annotated[int | None, typer.Option("--port", min=1, max=65535, help="port (default: a free one)")] = None,
     host: Annotated[str, typer.Option("--host", help="bind address (loopback unless you mean to share)")] = "127.0.0.1",
@@ -178,7 +240,9 @@ def view_command(
     """Show a run directory's battle page (attempts, conversations, failure explanations) offline in the browser.
 
     Starts a throwaway battle backend on loopback with the run imported, prints the page's URL and serves until
-    Ctrl-C. Works for finished, cancelled and interrupted runs. Exit 2 when RUN_DIR is not a run directory.
+    Ctrl-C. Works for finished, cancelled and interrupted runs. A folder of run directories (runs/) opens the runs
+    home: every run with its score, filters, and the `arena compare` statistics of any two. Exit 2 when RUN_DIR is
+    neither a run directory nor a folder of them.
     """
     options = ViewOptions(run_dir, host=host, port=port, wait=not no_wait, startup_timeout_s=startup_timeout)
     console = Console(highlight=False)

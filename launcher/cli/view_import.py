@@ -82,6 +82,14 @@ class RunImport:
     trajectories: int
     """``attempt_finished`` events that carry a trajectory."""
     warnings: list[str] = field(default_factory=list)
+    result: BattleResult | None = None
+    """summary.json as read (None: absent or unreadable, see :attr:`warnings`)."""
+    attempt_results: list[AttemptResult] = field(default_factory=list)
+    """The attempts as read (attempts.jsonl, else the summary's)."""
+    config: BattleConfig | None = None
+    created_at: str = ""
+    planned_tasks: int = 0
+    """Tasks the run selected (run.json), 0 when unknown."""
 
 
 def _read_summary(run_dir: Path, warnings: list[str]) -> BattleResult | None:
@@ -177,7 +185,7 @@ def build_import(run_dir: Path) -> RunImport:
         events = [event for raw in read_events(run_dir) if (event := _event(raw)) is not None]
     except (RunFileError, OSError) as error:
         raise RunDirError(str(error)) from None
-    if not has_events:
+    if not has_events or not events:  # no events.jsonl, or an empty one
         tasks = manifest.tasks if manifest is not None and manifest.tasks else sorted({key for key, _ in attempts})
         events.append(_started_event(battle_id, config, tasks, created))
     reported = _reported(events)
@@ -208,7 +216,10 @@ def build_import(run_dir: Path) -> RunImport:
         "result": result_body,
     }
     trajectories = sum(1 for body in bodies if "trajectory" in body["detail"])
-    return RunImport(battle_id, document, status, len(bodies), len(attempts), trajectories, warnings)
+    run = RunImport(battle_id, document, status, len(bodies), len(attempts), trajectories, warnings, result)
+    run.attempt_results, run.config, run.created_at = list(attempts.values()), config, created
+    run.planned_tasks = len(manifest.tasks) if manifest is not None else 0
+    return run
 
 
 def _read_text(run_dir: Path, name: str, warnings: list[str]) -> str | None:

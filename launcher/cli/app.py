@@ -29,6 +29,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
+import launcher.cli.run_overrides as run_overrides
 from launcher.cli.compare_command import compare_command
 from launcher.cli.eval_commands import eval_csv_command, score_command
 from launcher.cli.export_command import export_command
@@ -100,7 +101,10 @@ def _main(
 
 @app.command()
 def run(
-    scenario: Annotated[Path, typer.Argument(help="scenario TOML file", show_default=False)],
+    scenario: Annotated[
+        Path | None,
+        typer.Argument(help="scenario TOML file (optional with --agent: see the overrides)", show_default=False),
+    ] = None,
     runs_dir: Annotated[Path, typer.Option(help="where runs/<battle id>/ is written")] = Path("runs"),
     backend_url: Annotated[
         str | None, typer.Option(help="AgentBeats-compatible backend to post progress and the result to")
@@ -186,6 +190,14 @@ def run(
     log_level: Annotated[str, typer.Option(help="log level of the arena process itself")] = "warning",
     green_module: Annotated[str, typer.Option(hidden=True)] = "green_agent",
     white_module: Annotated[str, typer.Option(hidden=True)] = "white_agent",
+    k: run_overrides.KFlag = None,
+    tasks: run_overrides.TasksFlag = None,
+    num_tasks: run_overrides.NumTasksFlag = None,
+    domain: run_overrides.DomainFlag = None,
+    concurrency: run_overrides.ConcurrencyFlag = None,
+    seed: run_overrides.SeedFlag = None,
+    split: run_overrides.SplitFlag = None,
+    agent: run_overrides.AgentFlag = None,
 ) -> None:
     """Run a battle: start the white and green agents, stream progress, print the pass^k summary.
 
@@ -195,6 +207,10 @@ def run(
     before the battle starts), 5 nothing measured (every attempt an infrastructure error), 130 interrupted (Ctrl-C;
     the partial summary is written, --resume continues it). The terminal ends with the verdict; per-task detail
     is in summary.md.
+
+    Overrides (--k, --tasks, --num-tasks, --domain, --concurrency, --seed, --split, --agent) change the scenario's
+    fields and are checked like the file; without a scenario file (arena run --domain retail --agent URL --k 4) the
+    battle is every task of the domain's test split, k 4, with the offline scripted user simulator.
     """
     from launcher.cli.run_command import EXIT_INTERRUPTED, RunOptions, RunReport, execute_run, say
     from launcher.cli.run_verdict import RunVerdict, outcome_for_exit
@@ -218,6 +234,16 @@ def run(
         json_output=json_output,
         certify=certify,
         certify_baseline=certify_baseline,
+        overrides=run_overrides.RunOverrides(
+            k=k,
+            tasks=tasks,
+            num_tasks=num_tasks,
+            domain=domain,
+            concurrency=concurrency,
+            seed=seed,
+            split=split,
+            agent=agent,
+        ),
     )
 
     def finish(exit_code: int, error: str | None = None, verdict: RunVerdict | None = None) -> typer.Exit:

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from green_agent.engine.config import ConfigError
 from green_agent.engine.run_store import write_atomic
 from launcher.cli.resume import write_scenario_record
+from launcher.cli.run_overrides import write_effective_scenario
 from launcher.cli.scenario import Scenario
 
 RECORD_FILE: Final = "backend_run.json"
@@ -41,11 +43,15 @@ class BackendRunRecord(BaseModel):
     white_alias: str = Field(default="white_agent", max_length=512)
 
 
-def record_battle(run_dir: Path, scenario: Scenario, record: BackendRunRecord) -> None:
+def record_battle(
+    run_dir: Path, scenario: Scenario, record: BackendRunRecord, overrides: Mapping[str, Any] | None = None
+) -> None:
     """scenario.json and backend_run.json in the battle's run directory (the green agent claims the directory
     without looking at other files). Blocking: call it in a worker thread."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_scenario_record(run_dir, scenario)
+    write_scenario_record(run_dir, scenario, overrides)
+    if overrides:
+        write_effective_scenario(run_dir, scenario)
     write_atomic(run_dir / RECORD_FILE, record.model_dump_json(by_alias=True, indent=2) + "\n")
 
 
@@ -73,7 +79,7 @@ def read_record(run_dir: Path) -> BackendRunRecord | None:
         raise ConfigError(f"{path}: {field}: {first['msg']}") from None
 
 
-def resume_command(scenario: Path, backend: str, runs_dir: Path, battle_id: str | None) -> str | None:
+def resume_command(scenario: Path | None, backend: str, runs_dir: Path, battle_id: str | None) -> str | None:
     """The command that continues a backend battle, when its run directory holds a run (blocking: a stat)."""
     if battle_id is None or not (runs_dir / battle_id / "run.json").is_file():
         return None

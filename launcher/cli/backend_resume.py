@@ -134,7 +134,7 @@ def _state_on_backend(battle: dict[str, Any], prepared: PreparedRun, options: Ba
     result: dict[str, Any] = battle["result"] if isinstance(battle.get("result"), dict) else {}
     score: dict[str, Any] = result["score"] if isinstance(result.get("score"), dict) else {}
     if state == "finished" and "timeout" in (result.get("reason"), score.get("reason")):
-        local = f"arena run {options.run.scenario_path} --resume --battle-id {battle_id}" + (
+        local = f"arena run {prepared.scenario_file} --resume --battle-id {battle_id}" + (
             f" --runs-dir {options.run.runs_dir}" if str(options.run.runs_dir) != "runs" else ""
         )
         raise _Stop(
@@ -166,8 +166,10 @@ async def _start_agents(
             )
         )
     green_url = loopback_url(green_port)
+    if prepared.overrides:  # the green agent reads the scenario with this run's overrides
+        await asyncio.to_thread(prepared.write_scenario)
     argv = green_agent_argv(
-        green_port, run.runs_dir, python=run.python, module=run.green_module, scenario=run.scenario_path
+        green_port, run.runs_dir, python=run.python, module=run.green_module, scenario=prepared.scenario_file
     )
     env = agent_environment(prepared.operator_token)
     starting.append(

@@ -327,7 +327,7 @@ async def execute_backend_run(options: BackendRunOptions, console: Console) -> B
     except (ProcessError, BackendError) as error:
         say(console, str(error), label="error:")
         say(console, f"logs: {prepared.log_dir}")
-        hint = resume_command(options.run.scenario_path, options.backend, options.run.runs_dir, report.battle_id)
+        hint = resume_command(prepared.scenario_file, options.backend, options.run.runs_dir, report.battle_id)
         if hint is not None:
             say(console, f"resume with: {hint}")
         report.exit_code = EXIT_HARNESS_ERROR
@@ -380,8 +380,10 @@ async def _run_battle(
                 prepared.log_dir,
             )
             white_launcher = loopback_url(white_launcher_port)
+        if prepared.overrides:  # the green agent reads the scenario with its overrides
+            await asyncio.to_thread(prepared.write_scenario)
         green_argv = green_agent_argv(
-            green_port, run.runs_dir, python=run.python, module=run.green_module, scenario=run.scenario_path
+            green_port, run.runs_dir, python=run.python, module=run.green_module, scenario=prepared.scenario_file
         )
         green_url, _ = await start_agent(
             group,
@@ -430,7 +432,9 @@ async def _run_battle(
             white_alias=white_alias,
         )
         with contextlib.suppress(ConfigError):  # an id that is no directory name: the green agent refuses it too
-            await asyncio.to_thread(record_battle, run_dir_for(run.runs_dir, battle_id), scenario, record)
+            await asyncio.to_thread(
+                record_battle, run_dir_for(run.runs_dir, battle_id), scenario, record, prepared.overrides
+            )
         report.battle_url = battle_page_url(backend_url, battle_id, arena=arena)
         display.line(f"battle page: {report.battle_url}" if arena else f"battle {battle_id}: {report.battle_url}")
         if options.open_browser and arena:

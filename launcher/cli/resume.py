@@ -14,6 +14,7 @@ rates decide its replies, so a resume against a different agent would mix two ag
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -50,11 +51,13 @@ class ResumePlan:
     infra_errors: int
 
 
-def write_scenario_record(run_dir: Path, scenario: Scenario) -> None:
-    """Record the scenario a battle started with (kept as it is on a resume)."""
+def write_scenario_record(run_dir: Path, scenario: Scenario, overrides: Mapping[str, Any] | None = None) -> None:
+    """Record the scenario a battle started with (kept as it is on a resume), with ``overrides``: the command-line
+    flags that changed it (``{"--k": 8}``; an empty object when none)."""
     path = run_dir / SCENARIO_RECORD
     if not path.exists():
-        write_atomic(path, scenario.model_dump_json(indent=2) + "\n")
+        record = {**scenario.model_dump(mode="json"), "overrides": dict(overrides or {})}
+        write_atomic(path, json.dumps(record, indent=2) + "\n")
 
 
 def _scenario_differences(run_dir: Path, scenario: Scenario) -> list[str]:

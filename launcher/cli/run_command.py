@@ -23,28 +23,23 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import ValidationError
 from rich.console import Console
 
-from green_agent.engine.config import (
-    BattleConfig,
-    CertifyConfig,
-    ConfigError,
-    format_validation_error,
-    remote_config_dict,
-)
+from green_agent.engine.config import ConfigError, remote_config_dict
 from green_agent.engine.run_store import RUN_FILE, baseline_values, summary_status
 from green_agent.wire.process import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
 from launcher.cli.battle_display import BattleDisplay, say
 from launcher.cli.resume import ResumePlan, plan_resume, refuse_existing, write_scenario_record
+from launcher.cli.run_certify import EXIT_INCONCLUSIVE, certify_exit_code, certify_line, with_certify
+from launcher.cli.run_overrides import RunOverrides, load_run_scenario, write_effective_scenario
 from launcher.cli.run_verdict import (
     EXIT_AGENT_UNREACHABLE,
     EXIT_CONFIG_ERROR,
@@ -60,7 +55,7 @@ from launcher.cli.run_verdict import (
     verdict_from_summary,
     verdict_lines,
 )
-from launcher.cli.scenario import Scenario, WhiteAgentConfig, load_scenario
+from launcher.cli.scenario import Scenario, WhiteAgentConfig
 from launcher.ports import free_ports, loopback_url
 from launcher.processes import ManagedProcess, ProcessError, ProcessGroup, wait_until_ready
 
@@ -70,16 +65,20 @@ __all__ = [
     "EXIT_AGENT_UNREACHABLE",
     "EXIT_CONFIG_ERROR",
     "EXIT_HARNESS_ERROR",
+    "EXIT_INCONCLUSIVE",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "PreparedRun",
     "RunOptions",
     "RunReport",
+    "certify_exit_code",
+    "certify_line",
     "check_agent_under_test",
     "conclude_run",
     "execute_run",
     "prepare_run",
     "say",
+    "with_certify",
 ]
 
 AGENT_CHECK_TIMEOUT_S = 10.0
@@ -92,7 +91,8 @@ _BATTLE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 class RunOptions:
     """Everything ``arena run`` was asked to do."""
 
-    scenario_path: Path
+    scenario_path: Path | None
+    """The scenario file (None: ``--agent`` and the scenario-less defaults, :mod:`launcher.cli.run_overrides`)."""
     runs_dir: Path = Path("runs")
     backend_url: str | None = None
     battle_id: str | None = None
@@ -119,6 +119,8 @@ class RunOptions:
     """``--certify-baseline DIR``: the baseline run of a comparison claim (``"pass^1>=baseline-0.05"``)."""
     """``--certify "pass^4>=0.8"``: set ``[pass_k_config] certify`` (stop once decided; exit 0 certified, 1 refuted,
     6 inconclusive)."""
+    overrides: RunOverrides = field(default_factory=RunOverrides)
+    """``--k``, ``--tasks``, ``--domain``, ... (:mod:`launcher.cli.run_overrides`)."""
 
 
 @dataclass
@@ -136,6 +138,17 @@ class PreparedRun:
     """Set with ``--resume``: what is on disk and whether anything is left to run."""
     gates: list[GateSpec] = field(default_factory=list)
     """``--fail-under`` and ``--fail-under-lower``, resolved against the scenario's k."""
+    scenario_file: Path | None = None
+    """What the green agent reads and resume hints name: the scenario file, or with overrides the run directory's
+    scenario.toml (:meth:`write_scenario`)."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def write_scenario(self) -> None:
+        """scenario.json, and with overrides scenario.toml, in the run directory (blocking)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_scenario_record(self.run_dir, self.scenario, self.overrides)
+        if self.overrides:
+            write_effective_scenario(self.run_dir, self.scenario)
 
 
 @dataclass
@@ -150,58 +163,6 @@ class RunReport:
     pids: list[int] = field(default_factory=list)
     verdict: RunVerdict | None = None
     """Set when the battle completed: what ``--json`` prints."""
-
-
-EXIT_INCONCLUSIVE = 6
-"""A ``certify`` battle spent its budget without deciding its claim."""
-
-
-def with_certify(scenario: Scenario, claim: str, baseline: Path | None = None) -> Scenario:
-    """The scenario with ``--certify`` (and ``--certify-baseline``, made absolute) as its ``[pass_k_config]
-    certify`` (ConfigError naming the flag)."""
-    certify: dict[str, Any] | str = claim
-    try:
-        if baseline is not None:
-            parsed = CertifyConfig.model_validate(claim)
-            if parsed.compare is None:
-                raise ConfigError("--certify-baseline: only with a comparison claim (e.g. 'pass^1>=baseline-0.05')")
-            values = baseline_values(baseline, parsed.j)  # RunFileError (a ConfigError) names certify.baseline
-            certify = {
-                **parsed.model_dump(exclude_none=True),
-                "baseline": str(baseline.resolve()),
-                "baseline_values": values,
-            }
-        config = BattleConfig.model_validate({**scenario.pass_k_config.model_dump(), "certify": certify})
-    except ValidationError as error:
-        raise ConfigError(f"--certify: {format_validation_error(error)}") from None
-    if config.certify is not None and config.certify.compare is not None and config.certify.baseline is None:
-        raise ConfigError("--certify-baseline: a comparison claim needs the baseline's run directory")
-    return scenario.model_copy(update={"pass_k_config": config})
-
-
-def certify_exit_code(summary: Mapping[str, Any]) -> int | None:
-    """0 certified, 1 refuted, 6 inconclusive for a battle with ``certify``; None without."""
-    cert = summary.get("certification")
-    if not isinstance(cert, Mapping):
-        return None
-    return {"certified": EXIT_OK, "refuted": 1, "inconclusive": EXIT_INCONCLUSIVE}.get(str(cert.get("decision")))
-
-
-def certify_line(summary: Mapping[str, Any]) -> str | None:
-    """The certification verdict in one line (None without ``certify``)."""
-    cert = summary.get("certification")
-    if not isinstance(cert, Mapping):
-        return None
-
-    def num(v: object) -> str:
-        return f"{v:.3f}" if isinstance(v, (int, float)) else "n/a"
-
-    return (
-        f"certify {cert.get('claim')}: {str(cert.get('decision')).upper()} after {cert.get('attempts_used')} of "
-        f"{cert.get('attempts_fixed_design')} attempts ({cert.get('tasks_observed')} tasks in sequence); "
-        f"{num(cert.get('confidence'))} confidence sequence [{num(cert.get('sequence_low'))}, "
-        f"{num(cert.get('sequence_high'))}], estimate {num(cert.get('estimate'))} (exit {certify_exit_code(summary)})"
-    )
 
 
 def generate_battle_id(name: str) -> str:
@@ -228,7 +189,7 @@ def check_secrets_present(scenario: Scenario) -> None:
 
 def prepare_run(options: RunOptions) -> PreparedRun:
     """Validate the scenario, the battle id and the secrets; raise :class:`ConfigError` naming the field."""
-    scenario = load_scenario(options.scenario_path)
+    scenario = load_run_scenario(options.scenario_path, options.overrides)
     if options.certify is not None:
         scenario = with_certify(scenario, options.certify, options.certify_baseline)
     elif options.certify_baseline is not None:
@@ -271,6 +232,8 @@ def prepare_run(options: RunOptions) -> PreparedRun:
         operator_token=secrets.token_urlsafe(32),
         resume=plan,
         gates=gates,
+        scenario_file=run_dir / "scenario.toml" if options.overrides.given() else options.scenario_path,
+        overrides=options.overrides.given(),
     )
 
 
@@ -310,7 +273,7 @@ def _resume_note(console: Console, prepared: PreparedRun, options: RunOptions) -
 
 def resume_hint(prepared: PreparedRun, options: RunOptions) -> str:
     """The command that continues this battle."""
-    return f"arena run {options.scenario_path} --resume --battle-id {prepared.battle_id}" + (
+    return f"arena run {prepared.scenario_file} --resume --battle-id {prepared.battle_id}" + (
         f" --runs-dir {options.runs_dir}" if options.runs_dir != Path("runs") else ""
     )
 
@@ -512,8 +475,7 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
             f"resuming battle {plan.battle_id}: {plan.done} attempt(s) on disk"
             + (f", {plan.infra_errors} infrastructure error(s) to re-run" if options.retry_infra else ""),
         )
-    await asyncio.to_thread(prepared.run_dir.mkdir, parents=True, exist_ok=True)
-    await asyncio.to_thread(write_scenario_record, prepared.run_dir, scenario)
+    await asyncio.to_thread(prepared.write_scenario)
     started = time.monotonic()
     group = ProcessGroup(prepared.log_dir, grace_s=options.grace_s)
     try:
@@ -528,7 +490,7 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
                     options.runs_dir,
                     python=options.python,
                     module=options.green_module,
-                    scenario=options.scenario_path,
+                    scenario=prepared.scenario_file,
                 )
                 starting = {
                     "green_agent": start_agent(

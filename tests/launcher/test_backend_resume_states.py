@@ -14,7 +14,7 @@ from launcher.cli.backend_record import RECORD_FILE, BackendRunRecord, read_reco
 from launcher.cli.backend_resume import _check_record, _state_on_backend, _Stop
 from launcher.cli.run_command import EXIT_CONFIG_ERROR, EXIT_HARNESS_ERROR, EXIT_OK
 
-PREPARED: Any = SimpleNamespace(battle_id="b-1", run_dir=Path("runs/b-1"))
+PREPARED: Any = SimpleNamespace(battle_id="b-1", run_dir=Path("runs/b-1"), scenario_file=Path("demo.toml"))
 OPTIONS: Any = SimpleNamespace(run=SimpleNamespace(scenario_path=Path("demo.toml"), runs_dir=Path("runs")))
 
 

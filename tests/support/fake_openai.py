@@ -27,6 +27,14 @@ Response specs (build them with the helpers):
     object (e.g. ``{"prompt_tokens": 120, "completion_tokens": 7, "cost": 0.0021}``; ``total_tokens`` is added when
     missing); without it every completion reports 1 prompt + 1 completion token. Streamed answers carry no usage.
 
+Rate limits (``limits=ProviderLimitsSpec(...)``), as a real provider enforces them: at most ``max_concurrency``
+completions in flight, and at most ``tokens_per_window`` tokens (each answered completion's usage: prompt +
+completion) per ``window_s`` (a fixed window: the tokens-per-minute limit with a test-sized minute). A completion
+over either limit is answered HTTP 429 with ``retry-after-ms`` / ``retry-after`` (the time left in the window, or
+``concurrency_retry_after_s``) before the script is consulted; ``latency_s`` makes each answered completion take that
+long (so that concurrency matters). ``fake_state(app)`` counts ``rate_limited`` (429s sent, per limit),
+``answered`` and ``peak_in_flight``.
+
 Recording: every request reaching either route is appended to ``fake_state(app).requests`` as a
 :class:`RecordedRequest` (method, path, headers with lower-case names, parsed JSON body), e.g. to check the tool
 messages an agent sent or that the ``authorization`` header carried the key.
@@ -34,12 +42,13 @@ messages an agent sent or that the ``authorization`` header carried the key.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +94,26 @@ class ErrorReply:
     status: int
     message: str = "scripted error"
     retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class ProviderLimitsSpec:
+    """The limits a fake provider enforces with 429s (see the module docstring)."""
+
+    max_concurrency: int | None = None
+    tokens_per_window: int | None = None
+    window_s: float = 60.0
+    latency_s: float = 0.0
+    concurrency_retry_after_s: float = 0.05
+
+    def requests_per_s(self, tokens_per_request: int) -> float:
+        """The most completions per second these limits let through (each of ``tokens_per_request`` tokens)."""
+        rates = []
+        if self.max_concurrency is not None and self.latency_s > 0:
+            rates.append(self.max_concurrency / self.latency_s)
+        if self.tokens_per_window is not None:
+            rates.append(self.tokens_per_window / tokens_per_request / self.window_s)
+        return min(rates) if rates else float("inf")
 
 
 ResponseSpec = TextReply | ToolCallsReply | ErrorReply | dict[str, Any]
@@ -151,6 +180,21 @@ class FakeOpenAIState:
     script: deque[ResponseSpec] | Callable[[dict[str, Any]], Any]
     model: str = DEFAULT_MODEL
     requests: list[RecordedRequest] = field(default_factory=list)
+    limits: ProviderLimitsSpec | None = None
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    answered: int = 0
+    """Completions answered 200 (rate limited ones not counted)."""
+    rate_limited: dict[str, int] = field(default_factory=lambda: {"concurrency": 0, "tokens": 0})
+    """429s sent, by the limit that was over."""
+    window_start: float = 0.0
+    window_tokens: int = 0
+    first_answer_at: float | None = None
+    last_answer_at: float | None = None
+
+    @property
+    def rate_limited_total(self) -> int:
+        return sum(self.rate_limited.values())
 
     @property
     def completion_requests(self) -> list[dict[str, Any]]:
@@ -251,11 +295,60 @@ def _error_response(spec: ErrorReply) -> Response:
     return JSONResponse(body, status_code=spec.status, headers=headers)
 
 
-def make_fake_openai(script: Script, *, model: str = DEFAULT_MODEL) -> Starlette:
-    """A Starlette app answering chat completions from ``script`` (see the module docstring)."""
+def _tokens_of(spec: ResponseSpec) -> int:
+    if isinstance(spec, TextReply | ToolCallsReply):
+        usage = _usage_json(spec.usage)
+        return int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+    return 0
+
+
+def _over_limit(state: FakeOpenAIState, limits: ProviderLimitsSpec) -> ErrorReply | None:
+    """A 429 when a limit is reached (the window rolls over first), else None (the request is let in)."""
+    now = time.monotonic()
+    if now - state.window_start >= limits.window_s:
+        state.window_start, state.window_tokens = now, 0
+    if limits.max_concurrency is not None and state.in_flight >= limits.max_concurrency:
+        state.rate_limited["concurrency"] += 1
+        return ErrorReply(429, "fake_openai: too many requests in flight", limits.concurrency_retry_after_s)
+    if limits.tokens_per_window is not None and state.window_tokens >= limits.tokens_per_window:
+        state.rate_limited["tokens"] += 1
+        left = max(0.001, limits.window_s - (now - state.window_start))
+        return ErrorReply(429, "fake_openai: tokens per minute exceeded", round(left, 3))
+    return None
+
+
+async def _limited(
+    state: FakeOpenAIState, limits: ProviderLimitsSpec, answer: Callable[[], Awaitable[tuple[Response, int]]]
+) -> Response:
+    """``answer()`` under ``limits`` (429 when over one), taking ``latency_s``."""
+    refused = _over_limit(state, limits)
+    if refused is not None:
+        return _error_response(refused)
+    state.in_flight += 1
+    state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+    try:
+        if limits.latency_s:
+            await asyncio.sleep(limits.latency_s)
+        response, tokens = await answer()
+    finally:
+        state.in_flight -= 1
+    if response.status_code == 200:
+        state.window_tokens += tokens
+        state.answered += 1
+        now = time.monotonic()
+        state.first_answer_at = state.first_answer_at or now
+        state.last_answer_at = now
+    return response
+
+
+def make_fake_openai(
+    script: Script, *, model: str = DEFAULT_MODEL, limits: ProviderLimitsSpec | None = None
+) -> Starlette:
+    """A Starlette app answering chat completions from ``script`` (see the module docstring); ``limits``: the rate
+    limits it enforces with 429s."""
     queue_or_callable: deque[ResponseSpec] | Callable[[dict[str, Any]], Any]
     queue_or_callable = script if callable(script) else deque(script)
-    state = FakeOpenAIState(script=queue_or_callable, model=model)
+    state = FakeOpenAIState(script=queue_or_callable, model=model, limits=limits, window_start=time.monotonic())
 
     async def _record(request: Request) -> dict[str, Any] | None:
         raw = await request.body()
@@ -275,6 +368,17 @@ def make_fake_openai(script: Script, *, model: str = DEFAULT_MODEL) -> Starlette
 
     async def chat_completions(request: Request) -> Response:
         body = await _record(request) or {}
+        if state.limits is None:
+            response, _ = await _answer(body)
+            return response
+
+        async def answer() -> tuple[Response, int]:
+            return await _answer(body)
+
+        return await _limited(state, state.limits, answer)
+
+    async def _answer(body: dict[str, Any]) -> tuple[Response, int]:
+        """The scripted answer to one completion request and its tokens."""
         if callable(state.script):
             spec = state.script(body)
             if inspect.isawaitable(spec):
@@ -282,17 +386,17 @@ def make_fake_openai(script: Script, *, model: str = DEFAULT_MODEL) -> Starlette
         elif state.script:
             spec = state.script.popleft()
         else:
-            return _error_response(ErrorReply(400, "fake_openai: script exhausted"))
+            return _error_response(ErrorReply(400, "fake_openai: script exhausted")), 0
         if isinstance(spec, ErrorReply):
-            return _error_response(spec)
+            return _error_response(spec), 0
         if isinstance(spec, dict):
-            return JSONResponse(spec)
+            return JSONResponse(spec), 0
         if not isinstance(spec, TextReply | ToolCallsReply):
-            return _error_response(ErrorReply(500, f"fake_openai: bad script entry {type(spec).__name__}"))
+            return _error_response(ErrorReply(500, f"fake_openai: bad script entry {type(spec).__name__}")), 0
         model_name = str(body.get("model") or state.model)
         if body.get("stream"):
-            return StreamingResponse(_stream(spec, model_name), media_type="text/event-stream")
-        return JSONResponse(_completion_json(spec, model_name))
+            return StreamingResponse(_stream(spec, model_name), media_type="text/event-stream"), _tokens_of(spec)
+        return JSONResponse(_completion_json(spec, model_name)), _tokens_of(spec)
 
     async def models(request: Request) -> Response:
         await _record(request)

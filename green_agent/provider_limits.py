@@ -1,0 +1,260 @@
+"""Per-provider concurrency caps, adaptive on HTTP 429 / Retry-After (issue 27): what keeps hundreds of attempts in
+flight from turning a provider's rate limit into failures.
+
+A provider is a (base URL, model) pair. :class:`ProviderLimits` holds one :class:`ProviderLimiter` per provider for
+one green agent: it is owned by the service context and injected into the battles (the LLM user simulator) and the
+evaluations (the LLM judge); nothing here is process-wide. Every model call goes through
+:meth:`ProviderLimiter.run` (green_agent/llm_retry.py's :class:`~green_agent.llm_retry.RetryBudget` does it for
+each try), which
+
+* waits for a slot: at most :attr:`ProviderLimiter.allowed` calls of all attempts and battles in flight at once;
+* after a 429, halves the allowed concurrency (multiplicative decrease, once per "generation": the 429s of calls
+  that were started before the last decrease do not decrease it again) and, when the answer carries a Retry-After,
+  pauses every new call to that provider until then (a shared pause, at most ``max_pause_s``);
+* after each answered call, raises the allowed concurrency by ``1 / allowed`` (additive increase: about one more
+  slot per round of ``allowed`` answers), never above the operator's cap.
+
+A 429 is not anybody's failure: the caller's retry budget retries it (after the pause). Only when that budget runs
+out does the caller fail, as the provider's failure (the user simulator's: an infrastructure error, never the
+agent's). Each caller counts its 429s and retries (the summary's ``usage.user.rate_limited`` / ``retries``).
+
+Worker processes: a green agent that runs its attempts in ``workers`` processes gives each process its own
+:class:`ProviderLimits` built with ``workers=N``: each process gets ``max(1, cap // N)`` slots per provider and
+adapts on the 429s its own calls see (no shared state across processes, no IPC on the call path). The sum over the
+processes never exceeds the operator's cap (docs/design/providers.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from green_agent.engine.config import BattleConfig
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROVIDER_MAX_CONCURRENCY = 32
+"""Calls in flight per provider unless the operator says otherwise (``arena-green --provider-max-concurrency``)."""
+MAX_PROVIDER_CONCURRENCY = 4096
+"""Largest cap an operator may set."""
+MAX_PAUSE_S = 60.0
+"""Longest shared pause one Retry-After may impose (a provider's header is input: bounded)."""
+MAX_PROVIDERS = 256
+"""Providers tracked at once; beyond, the least recently used idle one is forgotten (it starts afresh)."""
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""The openai client's base URL when none is configured."""
+
+
+def status_of(error: BaseException) -> int | None:
+    """The HTTP status an OpenAI-compatible client's error carries (``openai.APIStatusError.status_code``)."""
+    status = getattr(error, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def retry_after_hint_s(error: BaseException) -> float | None:
+    """The Retry-After of an error's response in seconds (``retry-after-ms`` first); None without a usable one."""
+    headers = getattr(getattr(error, "response", None), "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except (TypeError, ValueError):
+            continue
+        if seconds == seconds and seconds >= 0:  # not NaN
+            return seconds
+    return None
+
+
+class CallLimiter(Protocol):
+    """What a retry loop needs: run one call under the limit."""
+
+    async def run(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """``await fn()`` once a slot is free (and any pause is over); the outcome adjusts the limit."""
+        ...
+
+
+class ProviderLimiter:
+    """The adaptive concurrency of one provider (AIMD), shared by every call to it in this process."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        max_concurrency: int,
+        max_pause_s: float = MAX_PAUSE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency: at least 1 (got {max_concurrency})")
+        self.name = name
+        self.cap = max_concurrency
+        self.limit = float(max_concurrency)
+        """The allowed concurrency, adapted (1 <= limit <= cap)."""
+        self.max_pause_s = max_pause_s
+        self._clock = clock
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.paused_until = 0.0
+        self.calls = 0
+        self.rate_limited = 0
+        """429 answers seen."""
+        self.decreases = 0
+        """Times the limit was halved (also the generation a call started in)."""
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def allowed(self) -> int:
+        """Calls that may be in flight now."""
+        return max(1, int(self.limit))
+
+    async def run(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """``await fn()`` under the limit; a 429 it raises slows the provider down (and is raised as it is)."""
+        generation = await self._acquire()
+        answered = False
+        try:
+            result = await fn()
+            answered = True
+            return result
+        except Exception as error:
+            if status_of(error) == 429:
+                self._on_rate_limited(generation, retry_after_hint_s(error))
+            raise
+        finally:
+            if answered:
+                self.limit = min(float(self.cap), self.limit + 1.0 / max(1.0, self.limit))
+            self._hand_back()
+
+    def _on_rate_limited(self, generation: int, retry_after: float | None) -> None:
+        self.rate_limited += 1
+        if generation == self.decreases:  # the first 429 of its generation: slow down once
+            self.limit = max(1.0, self.limit / 2.0)
+            self.decreases += 1
+            log.info("provider %s: HTTP 429, allowed concurrency now %d", self.name, self.allowed)
+        if retry_after is not None:
+            until = self._clock() + min(retry_after, self.max_pause_s)
+            self.paused_until = max(self.paused_until, until)
+
+    async def _acquire(self) -> int:
+        if self.in_flight < self.allowed and not self._waiters:
+            self.in_flight += 1
+        else:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._hand_back()  # a slot was handed over just as we were cancelled: pass it on
+                else:
+                    self._forget(waiter)
+                raise
+        try:
+            while (pause := self.paused_until - self._clock()) > 0:
+                await asyncio.sleep(pause)
+        except BaseException:
+            self._hand_back()
+            raise
+        self.calls += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        return self.decreases
+
+    def _forget(self, waiter: asyncio.Future[None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._waiters.remove(waiter)
+
+    def _hand_back(self) -> None:
+        """One slot free again: hand free slots to the waiters, first come first served."""
+        self.in_flight -= 1
+        while self._waiters and self.in_flight < self.allowed:
+            waiter = self._waiters.popleft()
+            if waiter.done():
+                continue
+            self.in_flight += 1
+            waiter.set_result(None)
+
+
+class BattleLimiter:
+    """A battle's view of a provider: at most ``cap`` of its own calls in flight, then the shared limiter."""
+
+    def __init__(self, shared: ProviderLimiter, cap: int | None) -> None:
+        self.shared = shared
+        self._gate = asyncio.Semaphore(cap) if cap is not None else None
+
+    async def run(self, fn: Callable[[], Awaitable[T]]) -> T:
+        if self._gate is None:
+            return await self.shared.run(fn)
+        async with self._gate:
+            return await self.shared.run(fn)
+
+
+class ProviderLimits:
+    """Every provider's limiter of one green agent (or one of its worker processes: ``workers``)."""
+
+    def __init__(
+        self,
+        *,
+        max_concurrency: int = DEFAULT_PROVIDER_MAX_CONCURRENCY,
+        workers: int = 1,
+        max_pause_s: float = MAX_PAUSE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not 1 <= max_concurrency <= MAX_PROVIDER_CONCURRENCY:
+            raise ValueError(f"max_concurrency: between 1 and {MAX_PROVIDER_CONCURRENCY} (got {max_concurrency})")
+        if workers < 1:
+            raise ValueError(f"workers: at least 1 (got {workers})")
+        self.max_concurrency = max_concurrency
+        """The operator's cap per provider (for the whole green agent)."""
+        self.per_process = max(1, max_concurrency // workers)
+        """This process's share of it."""
+        self._max_pause_s = max_pause_s
+        self._clock = clock
+        self._limiters: OrderedDict[tuple[str, str], ProviderLimiter] = OrderedDict()
+
+    def limiter(self, base_url: str | None, model: str) -> ProviderLimiter:
+        """The shared limiter of (``base_url``, ``model``), made on first use."""
+        key = ((base_url or DEFAULT_BASE_URL).rstrip("/").lower(), model)
+        found = self._limiters.get(key)
+        if found is not None:
+            self._limiters.move_to_end(key)
+            return found
+        if len(self._limiters) >= MAX_PROVIDERS:
+            for old_key, old in list(self._limiters.items()):
+                if old.in_flight == 0 and not old._waiters:
+                    del self._limiters[old_key]
+                    break
+        made = ProviderLimiter(
+            f"{model} at {key[0]}", max_concurrency=self.per_process, max_pause_s=self._max_pause_s, clock=self._clock
+        )
+        self._limiters[key] = made
+        return made
+
+    def for_battle(self, base_url: str | None, model: str, cap: int | None) -> BattleLimiter:
+        """A battle's limiter for a provider; ``cap`` (the battle's ``provider_max_concurrency``) may lower the
+        operator's cap, never raise it (ConfigError naming the field). The battle's cap applies per process."""
+        from green_agent.engine.config import ConfigError
+
+        if cap is not None and cap > self.max_concurrency:
+            raise ConfigError(
+                f"provider_max_concurrency: at most {self.max_concurrency} on this green agent (its operator's "
+                f"--provider-max-concurrency); a battle may lower it, not raise it (got {cap})"
+            )
+        return BattleLimiter(self.limiter(base_url, model), cap)
+
+    def for_user(self, config: BattleConfig) -> BattleLimiter | None:
+        """The limiter of a battle's LLM user simulator (None for the scripted user, which calls no model)."""
+        user = config.user_simulator
+        if user.kind != "llm":
+            return None
+        return self.for_battle(user.base_url, user.model, config.provider_max_concurrency)

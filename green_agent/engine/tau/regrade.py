@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from green_agent.engine.config import ConfigError
+from green_agent.engine.consistency import battle_consistency
 from green_agent.engine.fingerprint import Fingerprint
 from green_agent.engine.results import (
     AttemptResult,
@@ -36,6 +37,7 @@ from green_agent.engine.results import (
     FailureCategory,
     FaultAuthor,
 )
+from green_agent.engine.tau.banking import effective_retrieval
 from green_agent.engine.tau.evaluation import evaluate, provoking_assertion
 from green_agent.engine.tau.fingerprints import battle_fingerprint
 from green_agent.engine.tau.quiet import quiet_tau2
@@ -136,8 +138,11 @@ def _read_messages(run_dir: Path, attempt: AttemptResult) -> list[Any]:
     return messages
 
 
-def _task_ref(attempt: AttemptResult, cache: dict[tuple[str, str | None], list[Any]]) -> TaskRef:
-    """The installed tau2's task the attempt played, by its id (ValueError when the installed tau2 lacks it)."""
+def _task_ref(
+    attempt: AttemptResult, cache: dict[tuple[str, str | None], list[Any]], retrieval: str | None = None
+) -> TaskRef:
+    """The installed tau2's task the attempt played, by its id (ValueError when the installed tau2 lacks it), with
+    the run's retrieval variant (banking_knowledge)."""
     key = (attempt.domain, attempt.split)
     if key not in cache:
         try:
@@ -149,7 +154,8 @@ def _task_ref(attempt: AttemptResult, cache: dict[tuple[str, str | None], list[A
     candidates = ([tasks[index]] if 0 <= index < len(tasks) else []) + list(tasks)
     for task in candidates:  # the same index first; a reordered split file: the id still names the task
         if task.id == attempt.task_id:
-            return TaskRef(attempt.domain, attempt.split, index, task.id, task)
+            variant = effective_retrieval(attempt.domain, retrieval)
+            return TaskRef(attempt.domain, attempt.split, index, task.id, task, retrieval=variant)
     raise ValueError(f"task id {attempt.task_id!r} is not in the installed tau2's {attempt.domain} tasks")
 
 
@@ -185,7 +191,7 @@ def _rescore(run_dir: Path, attempt: AttemptResult, ref: TaskRef, started_at: st
         messages=messages,
     )
     try:
-        raw = evaluate(simulation, ref.task, ref.domain).model_dump(mode="json")
+        raw = evaluate(simulation, ref.task, ref.domain, retrieval=ref.retrieval).model_dump(mode="json")
     except Exception as error:
         assertion = provoking_assertion(error)
         if assertion is None:
@@ -255,7 +261,7 @@ def regrade_run(run_dir: Path, out_dir: Path) -> RegradeReport:
             kept += 1
             continue
         try:
-            ref = _task_ref(attempt, cache)
+            ref = _task_ref(attempt, cache, old.config.retrieval)
             refs[attempt.task_key] = ref
             new_attempts.append(_rescore(run_dir, attempt, ref, old.started_at))
             rescored += 1
@@ -281,6 +287,7 @@ def regrade_run(run_dir: Path, out_dir: Path) -> RegradeReport:
             "infrastructure_errors": sum(1 for a in new_attempts if a.outcome == "infra_error"),
             "fingerprint": fingerprint,
             "winner_rule": "",
+            "consistency": battle_consistency(new_attempts, run_dir),  # outcomes may have changed: recomputed
         }
     )
     changed = _changed_tasks(old.fingerprint, fingerprint)

@@ -1,8 +1,9 @@
 """The battle list's score column: pass^k of a finished battle's result, with its interval.
 
 Read tolerantly from the stored result's detail (an Arena BattleResult, or a foreign result of the same shape):
-``summary.macro`` holds one record per j; the score is the record for the battle's k (``config.k``), else the
-largest j there is. Only a few keys are read (no validation of the whole result: the list renders every battle).
+``summary.macro`` holds one record per j; the score is the record for the battle's k (``config.k``), else (no task
+has k counted attempts) the largest j with a figure, labelled with its j. Only a few keys are read (no validation of
+the whole result: the list renders every battle).
 """
 
 from __future__ import annotations
@@ -55,17 +56,18 @@ def result_score(detail: Any) -> Score | None:
     if found is None:
         return None
     macro = found["summary"].get("macro")
-    records = [record for record in macro if _j(record) is not None] if isinstance(macro, list) else []
+    records = (
+        [r for r in macro if _j(r) is not None and _finite(r.get("pass_hat_mean")) is not None]
+        if isinstance(macro, list)
+        else []
+    )
     if not records:
         return None
     config = found.get("config")
     k = config.get("k") if isinstance(config, dict) else None
     record = next((r for r in records if _j(r) == k), None) or max(records, key=lambda r: _j(r) or 0)
-    value = _finite(record.get("pass_hat_mean"))
-    if value is None:
-        return None
-    j = _j(record)
-    assert j is not None
+    value, j = _finite(record.get("pass_hat_mean")), _j(record)
+    assert value is not None and j is not None
     return Score(
         j=j, value=value, low=_finite(record.get("pass_hat_ci_low")), high=_finite(record.get("pass_hat_ci_high"))
     )

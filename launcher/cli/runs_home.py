@@ -45,8 +45,10 @@ MAX_ENTRIES: Final = 10_000
 """Folder entries looked at (a folder of a million files is not read to the end)."""
 MAX_RUNS: Final = 100
 """Runs shown (and imported): each is a battle in the throwaway backend, and n runs make n(n-1)/2 pairs."""
-MAX_PAIRS: Final = 300
-"""Comparable pairs whose statistics are precomputed (about 30 ms each for 30 tasks x 4 attempts)."""
+MAX_PAIRS: Final = 100
+"""Comparable pairs whose statistics are precomputed: about 30 ms each for 30 tasks x 4 attempts on an idle core
+(benchmarks/bench_runs_home.py: 30 runs of one domain read in 1.5 s, plus 5 s for 100 pairs on a loaded 2-core
+machine, 2.5 s of CPU)."""
 MAX_TEXT: Final = 4000
 MAX_LIST: Final = 2000
 MAX_WARNINGS: Final = 32

@@ -39,7 +39,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from launcher.cli.runs_home import HomeBuild, build_home, is_run_dir
+from launcher.cli.runs_home import MAX_PAIRS, MAX_RUNS, HomeBuild, build_home, is_run_dir
 from launcher.cli.view_import import RunDirError, RunImport, build_import, write_import
 from launcher.ports import LOOPBACK_HOSTS, free_port
 from launcher.processes import ProcessError, ProcessGroup, wait_until_ready
@@ -113,6 +113,11 @@ def _describe_home(build: HomeBuild) -> str:
 
 async def _serve_home(options: ViewOptions, console: Console) -> int:
     """The runs home of a folder of run directories (see the module docstring)."""
+    console.print(
+        f"reading the runs of {escape(str(options.run_dir))} (at most {MAX_RUNS}) and comparing them "
+        f"(at most {MAX_PAIRS} pairs with statistics)…",
+        soft_wrap=True,
+    )
     workdir = Path(tempfile.mkdtemp(prefix="arena-view-"))
     try:
         building = asyncio.ensure_future(asyncio.to_thread(build_home, options.run_dir, workdir))

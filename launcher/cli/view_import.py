@@ -100,8 +100,11 @@ def _read_summary(run_dir: Path, warnings: list[str]) -> BattleResult | None:
         return BattleResult.model_validate_json(read_run_file(run_dir, SUMMARY_FILE, max_bytes=MAX_SUMMARY_BYTES))
     except (OSError, ValidationError, ValueError) as error:
         first = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-        warnings.append(f"{path} cannot be read as a battle result ({first}); the battle is shown without a result")
+        warnings.append(f"{path} cannot be read as a battle result ({first}){_WITHOUT_RESULT}")
         return None
+
+
+_WITHOUT_RESULT: Final = "; the battle is shown without a result"
 
 
 def _white_alias(run_dir: Path) -> str:
@@ -163,8 +166,10 @@ def build_import(run_dir: Path) -> RunImport:
         raise RunDirError(str(error)) from None
     result = _read_summary(run_dir, warnings)
     if manifest is None and result is None:
-        what = f"{SUMMARY_FILE} is unreadable" if run_file_exists(run_dir, SUMMARY_FILE) else f"nor {SUMMARY_FILE}"
-        raise RunDirError(f"{run_dir} is not an Arena run directory: it has no {RUN_FILE} {what}")
+        if run_file_exists(run_dir, SUMMARY_FILE):  # say why it cannot be read (a warning of _read_summary)
+            why = warnings[-1].removesuffix(_WITHOUT_RESULT) if warnings else f"{SUMMARY_FILE} is unreadable"
+            raise RunDirError(f"{run_dir} is not an Arena run directory: it has no {RUN_FILE} and {why}")
+        raise RunDirError(f"{run_dir} is not an Arena run directory: it has no {RUN_FILE} nor {SUMMARY_FILE}")
     if manifest is not None:
         battle_id, white_url, config = manifest.battle_id, manifest.white_agent_url, manifest.config
         created, planned = manifest.created_at, len(manifest.tasks) * manifest.config.k

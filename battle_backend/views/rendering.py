@@ -25,6 +25,8 @@ from battle_backend.store.records import AgentRecord, BattleRecord, EventRecord
 from battle_backend.store.timestamps import display_timestamp
 from battle_backend.views.attempt_data import attempt_path, finished_event_detail
 from battle_backend.views.attempt_filter import AttemptFilter
+from battle_backend.views.battle_score import battle_score
+from battle_backend.views.divergence import consistency_box, task_path
 from battle_backend.views.progress import LiveProgress
 from battle_backend.views.results import ArenaResultView, build_result_view
 from battle_backend.views.trajectory import raw_messages
@@ -70,6 +72,9 @@ class Renderer:
         self.env.filters["pretty_json"] = pretty_json
         self.env.filters["display_time"] = display_timestamp
         self.env.filters["attempt_url"] = attempt_path
+        self.env.filters["task_url"] = task_path  # the divergence view (views/divergence.py)
+        self.env.globals["consistency_box"] = consistency_box
+        self.env.filters["battle_score"] = battle_score
         # what a fragment rendered without them assumes: no filter, no calibration, no winner rule
         self.env.globals["no_filter"] = AttemptFilter()
         self.env.globals["no_facts"] = BattleFacts()

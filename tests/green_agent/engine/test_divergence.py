@@ -6,7 +6,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from green_agent.engine.divergence import (
@@ -73,6 +73,7 @@ def test_hostile_tool_calls_do_not_raise() -> None:
     assert len(turn_signatures(odd)) == 3
 
 
+@settings(deadline=None)  # no timed assertions: a loaded machine must not fail an example
 @given(turns=TURNS, n_pass=st.integers(1, 4), n_fail=st.integers(1, 4))
 def test_identical_attempts_never_diverge(turns: list[str], n_pass: int, n_fail: int) -> None:
     numbers = range(1, n_pass + n_fail + 1)
@@ -80,6 +81,7 @@ def test_identical_attempts_never_diverge(turns: list[str], n_pass: int, n_fail:
     assert first_divergence(dict.fromkeys(numbers, turns), passed) is None
 
 
+@settings(deadline=None)  # no timed assertions: a loaded machine must not fail an example
 @given(attempts=st.lists(st.tuples(TURNS, st.booleans()), min_size=1, max_size=6))
 def test_the_marker_is_the_first_turn_where_a_passing_and_a_failing_attempt_differ(
     attempts: list[tuple[list[str], bool]],
@@ -105,6 +107,7 @@ def test_the_marker_is_the_first_turn_where_a_passing_and_a_failing_attempt_diff
     assert (found.passing_attempt, found.failing_attempt) == min(earlier)
 
 
+@settings(deadline=None)  # no timed assertions: a loaded machine must not fail an example
 @given(attempts=st.lists(st.tuples(TURNS, st.booleans()), min_size=1, max_size=6))
 def test_no_divergence_without_both_outcomes(attempts: list[tuple[list[str], bool]]) -> None:
     turns = {n: t for n, (t, _) in enumerate(attempts, start=1)}
@@ -124,6 +127,7 @@ def test_attempts_without_known_turns_or_outcome_are_not_compared() -> None:
     assert first_divergence({1: ["reply"], 2: ["call:a"]}, {1: True}) is None
 
 
+@settings(deadline=None)  # no timed assertions: a loaded machine must not fail an example
 @given(outcomes=st.lists(st.booleans(), max_size=12))
 def test_flip_rate_is_the_share_of_pairs_with_different_outcomes(outcomes: list[bool]) -> None:
     rate = flip_rate(outcomes)

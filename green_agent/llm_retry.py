@@ -8,13 +8,20 @@ retries an answer with neither text nor tool calls. Both cap their delays themse
 transient is the caller's choice (:func:`is_transient` with its ``statuses``). When the budget runs out the last
 error is raised as it is, and each caller turns it into its own outcome (a ``UserSimulatorError``, an unscored
 item), so the loop itself blames nobody.
+
+With a ``limiter`` (a provider's shared :class:`~green_agent.provider_limits.ProviderLimiter`, through a battle's
+:class:`~green_agent.provider_limits.BattleLimiter`), every try waits for a slot of the provider and its 429s slow
+every caller of that provider down (green_agent/provider_limits.py); :attr:`RetryBudget.rate_limited` counts them.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Container
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from green_agent.provider_limits import CallLimiter
 
 T = TypeVar("T")
 
@@ -52,7 +59,8 @@ class RetryBudget:
     The pause before retry ``n`` (0-based) is ``backoff_base_s * 2**n``, capped at ``backoff_max_s``. A server's
     Retry-After is honoured and capped the same way: ``retry_after="at_least"`` waits at least that long,
     ``"instead"`` waits exactly that long instead of the backoff. ``on_retry(error, retry_number, delay_s)`` is
-    called before each pause (to log it). :attr:`calls` counts every call made, :attr:`retries` the retries spent.
+    called before each pause (to log it). :attr:`calls` counts every call made, :attr:`retries` the retries spent,
+    :attr:`rate_limited` the HTTP 429 answers among the failures. ``limiter``: each call runs under it.
     """
 
     def __init__(
@@ -64,6 +72,7 @@ class RetryBudget:
         transient: Callable[[BaseException], bool] = is_transient,
         retry_after: Literal["at_least", "instead"] = "at_least",
         on_retry: Callable[[Exception, int, float], None] | None = None,
+        limiter: CallLimiter | None = None,
     ) -> None:
         self.max_retries = max_retries
         self._base_s = backoff_base_s
@@ -71,8 +80,10 @@ class RetryBudget:
         self._transient = transient
         self._retry_after = retry_after
         self._on_retry = on_retry
+        self._limiter = limiter
         self.calls = 0
         self.retries = 0
+        self.rate_limited = 0
 
     def delay_s(self, error: BaseException) -> float:
         """The pause before the next retry after ``error``."""
@@ -87,8 +98,10 @@ class RetryBudget:
         while True:
             self.calls += 1
             try:
-                return await fn()
+                return await (fn() if self._limiter is None else self._limiter.run(fn))
             except Exception as error:
+                if getattr(error, "status_code", None) == 429:
+                    self.rate_limited += 1
                 if not self._transient(error) or self.retries >= self.max_retries:
                     raise
                 delay = self.delay_s(error)

@@ -19,9 +19,11 @@ out does the caller fail, as the provider's failure (the user simulator's: an in
 agent's). Each caller counts its 429s and retries (the summary's ``usage.user.rate_limited`` / ``retries``).
 
 Worker processes: a green agent that runs its attempts in ``workers`` processes gives each process its own
-:class:`ProviderLimits` built with ``workers=N``: each process gets ``max(1, cap // N)`` slots per provider and
-adapts on the 429s its own calls see (no shared state across processes, no IPC on the call path). The sum over the
-processes never exceeds the operator's cap (docs/design/providers.md).
+:class:`ProviderLimits` built with ``workers=N`` (``ProviderLimits(max_concurrency=operator_cap, workers=N)
+.for_user(config)`` in the worker): each process gets ``max(1, cap // N)`` slots per provider (and of a battle's
+``provider_max_concurrency``) and adapts on the 429s its own calls see (no shared state across processes, no IPC on
+the call path). The sum over the processes never exceeds the operator's cap, except that each process keeps at least
+one slot (docs/design/providers.md).
 """
 
 from __future__ import annotations
@@ -216,6 +218,7 @@ class ProviderLimits:
             raise ValueError(f"workers: at least 1 (got {workers})")
         self.max_concurrency = max_concurrency
         """The operator's cap per provider (for the whole green agent)."""
+        self.workers = workers
         self.per_process = max(1, max_concurrency // workers)
         """This process's share of it."""
         self._max_pause_s = max_pause_s
@@ -242,7 +245,8 @@ class ProviderLimits:
 
     def for_battle(self, base_url: str | None, model: str, cap: int | None) -> BattleLimiter:
         """A battle's limiter for a provider; ``cap`` (the battle's ``provider_max_concurrency``) may lower the
-        operator's cap, never raise it (ConfigError naming the field). The battle's cap applies per process."""
+        operator's cap, never raise it (ConfigError naming the field). Split over worker processes like the
+        operator's: each process lets ``max(1, cap // workers)`` of the battle's calls in flight."""
         from green_agent.engine.config import ConfigError
 
         if cap is not None and cap > self.max_concurrency:
@@ -250,7 +254,8 @@ class ProviderLimits:
                 f"provider_max_concurrency: at most {self.max_concurrency} on this green agent (its operator's "
                 f"--provider-max-concurrency); a battle may lower it, not raise it (got {cap})"
             )
-        return BattleLimiter(self.limiter(base_url, model), cap)
+        share = None if cap is None else max(1, cap // self.workers)
+        return BattleLimiter(self.limiter(base_url, model), share)
 
     def for_user(self, config: BattleConfig) -> BattleLimiter | None:
         """The limiter of a battle's LLM user simulator (None for the scripted user, which calls no model)."""

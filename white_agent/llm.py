@@ -55,6 +55,7 @@ from white_agent.mcp_client import (
 )
 from white_agent.model_retry import call_with_retries
 from white_agent.protocol import GreenTurn, McpEndpointInfo, format_action, format_respond, normalize_tool_schema
+from white_agent.provider_limit import DEFAULT_PROVIDER_MAX_CONCURRENCY, ProviderLimiter
 from white_agent.server import AgentReply
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,8 @@ class LlmAgentSettings(BaseModel):
     max_contexts: int = Field(default=DEFAULT_MAX_CONTEXTS, ge=1)
     context_idle_s: float = Field(default=DEFAULT_IDLE_S, ge=0.0)
     """A conversation unused this long may be forgotten to make room (live ones never are: white_agent/contexts.py)."""
+    provider_max_concurrency: int = Field(default=DEFAULT_PROVIDER_MAX_CONCURRENCY, ge=1, le=4096)
+    """Model calls in flight at most across conversations, halved on 429 (white_agent/provider_limit.py)."""
     max_tool_calls_per_turn: int = Field(default=40, ge=1, le=1000)
     """Tool mode "mcp": the most tool calls the agent makes over MCP before it must answer the user."""
 
@@ -238,6 +241,7 @@ class LlmAgent:
             settings.max_contexts, idle_s=settings.context_idle_s
         )
         self._mcp = McpConnector(timeout_s=settings.request_timeout_s)
+        self._provider = ProviderLimiter(settings.provider_max_concurrency)  # shared by all conversations
 
     @property
     def contexts(self) -> BoundedContexts[Conversation]:
@@ -377,7 +381,7 @@ class LlmAgent:
             kwargs["tools"] = conversation.tools
 
         async def call() -> Any:
-            completion = await self._client.chat.completions.create(**kwargs)
+            completion = await self._provider.run(lambda: self._client.chat.completions.create(**kwargs))
             conversation.usage.add(getattr(completion, "usage", None))
             return completion.choices[0].message
 

@@ -124,6 +124,10 @@ class UsageMeter:
     reported_cost_calls: int = 0
     unpriced: dict[str | None, list[int]] = field(default_factory=dict)
     """Model (None: the party's own) -> [prompt, completion] tokens of the calls that reported no cost."""
+    rate_limited: int = 0
+    """HTTP 429 answers (the LLM user's provider; retried, never billed)."""
+    retries: int = 0
+    """Failed calls retried."""
 
     def record(self, usage: ReportedUsage | None, *, malformed: bool = False) -> None:
         """One answered call and what it reported (None: nothing usable)."""
@@ -177,6 +181,8 @@ class UsageMeter:
             completion_tokens=self.completion_tokens if self.reported else None,
             cost_usd=round(self.reported_cost_usd + priced, 9) if known else None,
             cost_source=_source(sources),
+            rate_limited=self.rate_limited,
+            retries=self.retries,
         )
 
 
@@ -257,6 +263,8 @@ def merge_token_usage(parts: Sequence[TokenUsage]) -> TokenUsage:
         completion_tokens=sum(p.completion_tokens or 0 for p in parts) if reported else None,
         cost_usd=None if not costs or any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 9),
         cost_source=_source({p.cost_source for p in parts if p.cost_source is not None}),
+        rate_limited=sum(p.rate_limited for p in parts),
+        retries=sum(p.retries for p in parts),
     )
 
 
@@ -365,6 +373,13 @@ def cost_markdown(result: BattleResult) -> list[str]:
         "|---|---|",
     ]
     lines += [f"| {label} | {value} |" for label, value in cost_rows(result.usage)]
+    user = result.usage.user
+    if user is not None and (user.rate_limited or user.retries):
+        lines += [
+            "",
+            f"The user simulator's provider answered HTTP 429 (rate limited) {user.rate_limited} time(s); "
+            f"{user.retries} failed call(s) were retried (green_agent/provider_limits.py). None of it is the agent's.",
+        ]
     return [*lines, ""]
 
 

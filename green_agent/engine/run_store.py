@@ -55,7 +55,7 @@ RUN_FILE: Final = "run.json"
 ATTEMPTS_FILE: Final = "attempts.jsonl"
 SUMMARY_FILE: Final = "summary.json"
 RUN_SCHEMA_ID: Final = "arena.run/1"
-RESUME_NEUTRAL_FIELDS: Final = frozenset({"concurrency"})
+RESUME_NEUTRAL_FIELDS: Final = frozenset({"concurrency", "max_cost_usd", "max_wall_s", "provider_max_concurrency"})
 """Config fields that cannot change an attempt's outcome or figure: left out of the hash, free to differ on resume.
 (``prices`` stays in: each attempt's cost is computed when it runs, so one summary must not mix two price tables.)"""
 MAX_ATTEMPT_LINE_BYTES: Final = 64 * 1024 * 1024
@@ -270,6 +270,8 @@ def summary_status(run_dir: Path) -> str | None:
     except (OSError, ValueError):
         return None
     status = data.get("status", "completed") if isinstance(data, dict) else None
+    if status == "completed" and isinstance(data, dict) and data.get("budget_stop"):
+        return "budget_stopped"  # its budget stopped it before every attempt ran: unfinished, resumable
     return status if isinstance(status, str) else None
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -54,6 +55,7 @@ from green_agent.evaluations.fairforge_request import RunError, RunLimits, error
 from green_agent.evaluations.judge import Judge, JudgeSettings, LexicalJudge, LlmJudge
 from green_agent.evaluations.judge_cache import JudgeCache
 from green_agent.evaluations.safe_json import MAX_JSON_DEPTH, JsonRefused, loads_bounded, wire_safe
+from green_agent.provider_limits import ProviderLimits
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +166,11 @@ class EvaluationsComponent:
     async def lifespan(self, registry: object) -> AsyncIterator[None]:
         """Open the verdict cache (when configured) for the app's lifetime (the battle registry is not needed here;
         it is typed ``object`` because the evaluations import nothing of the service)."""
+        providers = getattr(registry, "providers", None)  # the app's provider limits, shared with its battles
+        if isinstance(providers, ProviderLimits) and self.settings.judge.providers is None:
+            self.settings = dataclasses.replace(
+                self.settings, judge=dataclasses.replace(self.settings.judge, providers=providers)
+            )
         path = self.settings.judge.cache_path
         if path is None:
             yield
@@ -245,6 +252,7 @@ class EvaluationsComponent:
             cache=self._cache,
             retry=judge_settings.retry,
             max_concurrency=judge_settings.max_concurrency,
+            providers=judge_settings.providers,
             http_client=judge_settings.http_client,
         ), None
 

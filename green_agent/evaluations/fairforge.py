@@ -240,6 +240,7 @@ async def run_agentic(
             cache=cache if config.cache else None,
             retry=settings.retry,
             max_concurrency=settings.max_concurrency,
+            providers=settings.providers,
             http_client=settings.http_client,
         )
         judge = llm

@@ -42,6 +42,7 @@ from green_agent.evaluations.judge_cache import JudgeCache, cache_key
 from green_agent.evaluations.lexical import LEXICAL_VERSION, RULES, LexicalUnsupported
 from green_agent.evaluations.prompts import JudgePrompt
 from green_agent.llm_retry import RetryBudget, is_transient
+from green_agent.provider_limits import ProviderLimits
 from green_agent.text_safety import clean_json
 
 if TYPE_CHECKING:
@@ -246,13 +247,18 @@ class LlmJudge:
         retry: RetryPolicy | None = None,
         max_concurrency: int = 4,
         http_client: httpx.AsyncClient | None = None,
+        providers: ProviderLimits | None = None,
     ) -> None:
+        """``providers``: the green agent's provider limits (its calls share the endpoint's adaptive cap with every
+        other judge and LLM user of that provider; green_agent/provider_limits.py); None: this judge's own
+        ``max_concurrency`` only."""
         self.connector = connector
         self.name = f"{connector.provider}/{connector.model}"
         self.use_structured_output = use_structured_output
         self.cache = cache
         self.retry = retry or RetryPolicy()
         self._semaphore = asyncio.Semaphore(max(1, max_concurrency))
+        self._limiter = providers.limiter(connector.base_url, connector.model) if providers is not None else None
         import openai  # lazily: see _describe_error
 
         self._client = openai.AsyncOpenAI(
@@ -368,6 +374,7 @@ class LlmJudge:
             backoff_base_s=self.retry.backoff_base_s,
             backoff_max_s=self.retry.backoff_max_s,
             on_retry=self._log_retry,
+            limiter=self._limiter,
         )
         state = _Attempt(budget=budget, structured=self.use_structured_output)
         correction: str | None = None
@@ -461,3 +468,6 @@ class JudgeSettings:
     offline: bool = False
     http_client: httpx.AsyncClient | None = None
     environ: Mapping[str, str] | None = None
+    providers: ProviderLimits | None = None
+    """The green agent's provider limits, shared with its battles (set by the evaluations component from the app's
+    registry); None: each judge bounded by ``max_concurrency`` only."""

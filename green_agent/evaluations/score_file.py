@@ -96,6 +96,7 @@ def _llm_judges(raw: Any, settings: JudgeSettings, cache: JudgeCache | None) -> 
                 cache=cache,
                 retry=settings.retry,
                 max_concurrency=settings.max_concurrency,
+                providers=settings.providers,
                 http_client=settings.http_client,
             )
         )

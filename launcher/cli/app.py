@@ -29,6 +29,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
+import launcher.cli.run_budget as run_budget
 import launcher.cli.run_overrides as run_overrides
 from launcher.cli.compare_command import compare_command
 from launcher.cli.eval_commands import eval_csv_command, score_command
@@ -42,7 +43,7 @@ app = typer.Typer(
     name="arena",
     help="Arena: reliability battles (tau-bench over A2A, pass^k) between a green assessor and a white agent.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # arena --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
 )
 app.command("score")(score_command)
@@ -198,15 +199,18 @@ def run(
     seed: run_overrides.SeedFlag = None,
     split: run_overrides.SplitFlag = None,
     agent: run_overrides.AgentFlag = None,
+    max_cost_usd: run_budget.MaxCostFlag = None,
+    max_wall_s: run_budget.MaxWallFlag = None,
 ) -> None:
     """Run a battle: start the white and green agents, stream progress, print the pass^k summary.
 
     Exit codes: 0 the battle completed and every gate passed (whatever the agent scored when no gate is given;
     also --resume of a finished battle), 1 a gate failed, 2 configuration error, 3 harness error (with --backend
     also a battle the backend puts in state error or ends by timeout), 4 the agent under test unreachable (checked
-    before the battle starts), 5 nothing measured (every attempt an infrastructure error), 130 interrupted (Ctrl-C;
-    the partial summary is written, --resume continues it). The terminal ends with the verdict; per-task detail
-    is in summary.md.
+    before the battle starts), 5 nothing measured (every attempt an infrastructure error), 6 inconclusive (a
+    --certify budget spent undecided, or --max-cost-usd / --max-wall-s stopped the battle: --resume with a higher
+    budget finishes it), 130 interrupted (Ctrl-C; the partial summary is written, --resume continues it). The
+    terminal ends with the verdict; per-task detail is in summary.md.
 
     Overrides (--k, --tasks, --num-tasks, --domain, --concurrency, --seed, --split, --agent) change the scenario's
     fields and are checked like the file; without a scenario file (arena run --domain retail --agent URL --k 4) the
@@ -243,6 +247,8 @@ def run(
             seed=seed,
             split=split,
             agent=agent,
+            max_cost_usd=max_cost_usd,
+            max_wall_s=max_wall_s,
         ),
     )
 
@@ -346,7 +352,12 @@ def schema(
         typer.echo(f"wrote {path}", err=True)
 
 
-def _exec_module(module: str, args: list[str]) -> None:
+def _exec_module(module: str, args: list[str], summary: str = "") -> None:
+    if "--help" in args or "-h" in args:  # the module's own flags, in the help style of the other commands
+        from launcher.cli.module_help import print_module_help
+
+        name = {"battle_backend": "backend", "green_agent": "green", "white_agent": "white"}[module]
+        raise typer.Exit(print_module_help(module, f"arena {name}", summary))
     argv = [sys.executable, "-m", module, *args]
     sys.stdout.flush()
     sys.stderr.flush()
@@ -357,19 +368,19 @@ def _exec_module(module: str, args: list[str]) -> None:
 def backend(ctx: typer.Context) -> None:
     """Serve the AgentBeats-compatible battle backend and its live web page (arguments go to python -m battle_backend:
     --host, --port, --db, --public-url, --max-concurrent-battles, ...; try: arena backend --help)."""
-    _exec_module("battle_backend", list(ctx.args))
+    _exec_module("battle_backend", list(ctx.args), "Serve the AgentBeats-compatible battle backend and its live page.")
 
 
 @app.command(context_settings=_PASS_THROUGH, add_help_option=False)
 def green(ctx: typer.Context) -> None:
     """Serve the green agent (all arguments go to python -m green_agent; try: arena green --help)."""
-    _exec_module("green_agent", list(ctx.args))
+    _exec_module("green_agent", list(ctx.args), "Serve the green agent (the assessor) over A2A.")
 
 
 @app.command(context_settings=_PASS_THROUGH, add_help_option=False)
 def white(ctx: typer.Context) -> None:
-    """Serve a reference white agent (all arguments go to python -m white_agent)."""
-    _exec_module("white_agent", list(ctx.args))
+    """Serve a reference white agent (all arguments go to python -m white_agent; try: arena white --help)."""
+    _exec_module("white_agent", list(ctx.args), "Serve a reference white agent (an A2A server).")
 
 
 def main() -> None:

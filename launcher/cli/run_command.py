@@ -38,6 +38,7 @@ from green_agent.wire.process import TOKEN_ENV
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
 from launcher.cli.battle_display import BattleDisplay, say
 from launcher.cli.resume import ResumePlan, plan_resume, refuse_existing, write_scenario_record
+from launcher.cli.run_budget import budget_verdict
 from launcher.cli.run_certify import EXIT_INCONCLUSIVE, certify_exit_code, certify_line, with_certify
 from launcher.cli.run_overrides import RunOverrides, load_run_scenario, write_effective_scenario
 from launcher.cli.run_verdict import (
@@ -603,6 +604,8 @@ async def conclude_run(
         report.verdict = verdict = verdict.model_copy(
             update={"exit_code": certified, "outcome": outcome_for_exit(certified)}
         )
+    report.verdict = verdict = budget_verdict(summary, verdict)  # stopped by max_cost_usd / max_wall_s: exit 6
+    report.exit_code = verdict.exit_code
     line = certify_line(summary)
     if line is not None:
         extra_lines = [*extra_lines, line]

@@ -50,6 +50,8 @@ FLAG_FIELDS: Final[Mapping[str, str]] = {
     "--concurrency": "concurrency",
     "--seed": "seed",
     "--split": "split",
+    "--max-cost-usd": "max_cost_usd",
+    "--max-wall-s": "max_wall_s",
 }
 """Each override flag and the ``[pass_k_config]`` field it sets."""
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -69,11 +71,20 @@ class RunOverrides(BaseModel):
     seed: int | None = None
     split: str | None = None
     agent: str | None = None
+    max_cost_usd: float | None = None
+    max_wall_s: float | None = None
+    """Budgets (launcher/cli/run_budget.py): a resume may change them."""
 
     def given(self) -> dict[str, Any]:
         """``{flag: value}`` of the flags given (what the run directory records)."""
-        values = {"--k": self.k, "--tasks": self.tasks, "--num-tasks": self.num_tasks, "--domain": self.domain}
+        values: dict[str, Any] = {
+            "--k": self.k,
+            "--tasks": self.tasks,
+            "--num-tasks": self.num_tasks,
+            "--domain": self.domain,
+        }
         values |= {"--concurrency": self.concurrency, "--seed": self.seed, "--split": self.split, "--agent": self.agent}
+        values |= {"--max-cost-usd": self.max_cost_usd, "--max-wall-s": self.max_wall_s}
         return {flag: value for flag, value in values.items() if value is not None}
 
 
@@ -135,7 +146,7 @@ def merge_overrides(data: dict[str, Any], overrides: RunOverrides) -> dict[str, 
     if overrides.domain is not None:
         domains = [name.strip() for name in overrides.domain.split(",")]
         battle["domain"] = domains[0] if len(domains) == 1 else domains
-    for field in ("concurrency", "seed", "split"):
+    for field in ("concurrency", "seed", "split", "max_cost_usd", "max_wall_s"):
         if (value := getattr(overrides, field)) is not None:
             battle[field] = value
     merged["pass_k_config"] = battle

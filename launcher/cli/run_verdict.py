@@ -341,6 +341,8 @@ class RunVerdict(BaseModel):
     duration_s: float | None = None
     certification: VerdictCertification | None = None
     """A ``certify`` battle's decision (summary.json's ``certification`` without its task order); None otherwise."""
+    budget_stop: dict[str, Any] | None = None
+    """summary.json's ``budget_stop`` when max_cost_usd / max_wall_s stopped the battle (launcher/cli/run_budget.py)."""
 
     def to_json(self) -> str:
         """One JSON object, keys in declaration order."""
@@ -503,6 +505,8 @@ def _headline(verdict: RunVerdict) -> str:
         failed = [g.metric for g in verdict.gates if not g.passed]
         return f"verdict: GATE FAILED (exit 1): {', '.join(failed) or 'the certify claim was refuted'}"
     if verdict.outcome == "inconclusive":
+        if verdict.budget_stop is not None:
+            return "verdict: INCONCLUSIVE (exit 6): stopped by its budget before every attempt ran (--resume)"
         return "verdict: INCONCLUSIVE (exit 6): the certify budget was spent before the claim was decided"
     if verdict.gates:
         return "verdict: completed, every gate passed (exit 0)"

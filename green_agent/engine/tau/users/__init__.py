@@ -26,6 +26,7 @@ from green_agent.engine.tau.users.scripted import ScriptedUser, first_person
 if TYPE_CHECKING:
     from green_agent.engine.tau.environment import AttemptEnvironment
     from green_agent.engine.tau.users.llm import LLMUser, user_system_prompt
+    from green_agent.provider_limits import CallLimiter
 
 _LAZY = frozenset({"LLMUser", "user_system_prompt"})
 """Names of the LLM user's module, imported on first use: it pulls in ``openai`` (~0.7 s), which a battle with the
@@ -63,12 +64,14 @@ def make_user(
     environment: AttemptEnvironment | None,
     *,
     api_key: str | None = None,
+    limiter: CallLimiter | None = None,
 ) -> SimulatedUser:
     """A fresh simulated user for one attempt of ``ref``.
 
     ``environment``: the attempt's environment (the LLM user runs telecom device tools on it; the scripted user
     runs the device tools the agent names). ``api_key``: the LLM user's key; read from ``config.api_key_env``
-    when omitted. Raises :class:`ConfigError` for an LLM user without a key.
+    when omitted. ``limiter``: the LLM user's provider limiter (green_agent/provider_limits.py; the battle passes
+    its own). Raises :class:`ConfigError` for an LLM user without a key.
     """
     if config.kind == "scripted":
         return ScriptedUser(ref, max_user_turns=config.max_user_turns, environment=environment)
@@ -78,7 +81,7 @@ def make_user(
         raise AssertionError("unreachable")
     from green_agent.engine.tau.users.llm import LLMUser
 
-    return LLMUser(ref, config, api_key=key, environment=environment)
+    return LLMUser(ref, config, api_key=key, environment=environment, limiter=limiter)
 
 
 __all__ = [

@@ -40,6 +40,7 @@ from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users.base import UserSimulatorError, UserTurn
 from green_agent.llm_retry import RetryBudget, is_transient
+from green_agent.provider_limits import CallLimiter
 
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
@@ -103,9 +104,12 @@ class LLMUser:
         client: AsyncOpenAI | None = None,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 8.0,
+        limiter: CallLimiter | None = None,
     ) -> None:
         """``client``: share one across attempts if you like (then it is not closed here); otherwise one is made
-        from ``config.base_url``, ``api_key`` and ``config.request_timeout_s`` with the client's own retries off."""
+        from ``config.base_url``, ``api_key`` and ``config.request_timeout_s`` with the client's own retries off.
+        ``limiter``: the provider's limiter shared with the other attempts and battles (every try runs under it;
+        green_agent/provider_limits.py); None: no cap."""
         if not api_key:
             raise UserSimulatorError(f"no API key for the llm user simulator (set {config.api_key_env})")
         self._ref = ref
@@ -120,6 +124,7 @@ class LLMUser:
         )
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
+        self._limiter = limiter
         self._system = user_system_prompt(ref.task, use_tools=bool(self._tools))
         self._history: list[dict[str, Any]] = []
         self._endpoint = urlsplit(str(self._client.base_url)).netloc or str(self._client.base_url)
@@ -218,18 +223,23 @@ class LLMUser:
             transient=_transient,
             retry_after="instead",
             on_retry=self._log_retry,
+            limiter=self._limiter,
         )
         try:
             return await budget.call(self._answer)
         except (openai.OpenAIError, _EmptyAnswer) as error:
-            if _transient(error):  # the retries ran out
+            if _transient(error):  # the retries ran out: the provider's failure (an infrastructure error)
+                limited = f" ({budget.rate_limited} rate limited)" if budget.rate_limited else ""
                 raise UserSimulatorError(
                     f"the user simulator ({self._config.model} at {self._endpoint}) failed after "
-                    f"{budget.calls} tries: {self._problem(error)}"
+                    f"{budget.calls} tries{limited}: {self._problem(error)}"
                 ) from None
             if isinstance(error, openai.APIStatusError):
                 raise UserSimulatorError(self._describe(f"HTTP {error.status_code}", error)) from None
             raise UserSimulatorError(self._describe("client error", error)) from None
+        finally:
+            self.usage.rate_limited += budget.rate_limited
+            self.usage.retries += budget.retries
 
     async def _answer(self) -> Any:
         """One request; the choice's message, or :class:`_EmptyAnswer` (retried like a server error)."""

@@ -12,6 +12,7 @@ The folder is hostile input, read in a worker thread with bounds:
 * entries: at most :data:`MAX_ENTRIES` are looked at; hidden names and plain files are ignored; a symbolic link is
   skipped (not followed: it may lead out of the folder); a subdirectory that is not a run is skipped with why;
 * runs: at most :data:`MAX_RUNS`, the most recently modified first; the others are counted and the page says so;
+  their import files together at most :data:`MAX_IMPORT_BYTES` (a run past it is skipped, with why);
 * every file of a run is read through green_agent.run_files (links out, FIFOs, oversize files refused); a run that
   cannot be read (broken or oversized summary.json, a bad manifest, an invalid battle id, a battle id another run
   already has) is skipped with the reason, which the page shows; it never stops the others;
@@ -49,6 +50,8 @@ MAX_PAIRS: Final = 100
 """Comparable pairs whose statistics are precomputed: about 30 ms each for 30 tasks x 4 attempts on an idle core
 (benchmarks/bench_runs_home.py: 30 runs of one domain read in 1.5 s, plus 5 s for 100 pairs on a loaded 2-core
 machine, 2.5 s of CPU)."""
+MAX_IMPORT_BYTES: Final = 1024**3
+"""All the runs' import files together (their conversations make most of it): runs past it are skipped, with why."""
 MAX_TEXT: Final = 4000
 MAX_LIST: Final = 2000
 MAX_WARNINGS: Final = 32
@@ -267,7 +270,9 @@ def comparisons(runs: list[_Compared], max_pairs: int = MAX_PAIRS) -> tuple[list
     return entries, left_out
 
 
-def build_home(folder: Path, workdir: Path, *, max_pairs: int = MAX_PAIRS) -> HomeBuild:
+def build_home(
+    folder: Path, workdir: Path, *, max_pairs: int = MAX_PAIRS, max_import_bytes: int = MAX_IMPORT_BYTES
+) -> HomeBuild:
     """Write the runs home's import file and one per run into ``workdir`` (the home's first in
     :attr:`HomeBuild.files`). Blocking (call it in a worker thread); :class:`RunDirError` when ``folder`` holds no
     run directory."""
@@ -276,14 +281,21 @@ def build_home(folder: Path, workdir: Path, *, max_pairs: int = MAX_PAIRS) -> Ho
     rows: list[dict[str, Any]] = []
     compared: list[_Compared] = []
     seen: dict[str, str] = {}
+    total = 0
     for index, path in enumerate(paths):
         run = _read_run(path, seen)
         if isinstance(run, str):
             build.skipped.append((path.name, _clip(run)))
             continue
-        seen[run.battle_id] = path.name
         name = f"run-{index:04d}.json"
-        write_import(run.document, workdir / name)
+        size = write_import(run.document, workdir / name)
+        if total + size > max_import_bytes:
+            (workdir / name).unlink()
+            reason = f"its battle ({size} bytes with its conversations) is over what one view imports "
+            build.skipped.append((path.name, reason + f"({max_import_bytes} bytes in all): `arena view {path}`"))
+            continue
+        total += size
+        seen[run.battle_id] = path.name
         build.files.append(workdir / name)
         row = home_row(run, path, name)
         rows.append(row)

@@ -163,3 +163,16 @@ async def test_a_battle_file_the_backend_refuses_moves_its_run_to_skipped(tmp_pa
 def test_a_folder_without_runs_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match="no subdirectory"):
         scan_folder(tmp_path)
+
+
+def test_runs_past_the_import_budget_are_skipped_with_the_command_that_shows_them(tmp_path: Path) -> None:
+    paths = sample_folder(tmp_path / "runs")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    one = len(json.dumps(build_import(paths["retail-v1"]).document).encode())
+    built = build_home(tmp_path / "runs", workdir, max_import_bytes=int(one * 1.5))
+    assert 1 <= built.runs < 4 and len(built.files) == built.runs + 1
+    assert sum(path.stat().st_size for path in built.files[1:]) <= one * 1.5
+    reasons = dict(built.skipped)
+    assert len(reasons) == 4 - built.runs
+    assert all("over what one view imports" in r and "`arena view " in r for r in reasons.values())

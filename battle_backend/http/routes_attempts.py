@@ -18,8 +18,11 @@ from starlette.routing import Route
 
 from battle_backend.battles.facts import battle_facts, events_say_calibration
 from battle_backend.context import BackendContext
+from battle_backend.http.routes_tasks import task_routes
 from battle_backend.store.records import BattleRecord
+from battle_backend.views.attempt_checks import checks_view, malformed_reply_view, scenario_view
 from battle_backend.views.attempt_data import MAX_ATTEMPT_NUMBER, AttemptData, attempt_path, find_attempt
+from battle_backend.views.divergence import task_path
 from battle_backend.views.explanation import explanation_view
 from battle_backend.views.trajectory import trajectory_view
 
@@ -82,9 +85,13 @@ async def attempt_page(request: Request) -> Response:
         header=data.header,
         explanation=explanation_view(data.explanation),
         trajectory=trajectory_view(data.trajectory),
+        malformed=malformed_reply_view(data.malformed_reply),
+        scenario=scenario_view(data.scenario),
+        checks=checks_view(data.checks),
         previous=data.previous,
         next=data.next,
         jsonl_url=attempt_path(battle.battle_id, task_key, number) + "/trajectory.jsonl",
+        divergence_url=task_path(battle.battle_id, task_key),  # the task's attempts side by side
         facts=battle_facts(battle, started_calibration=events_say_calibration(battle.events)),
     )
     return HTMLResponse(html)
@@ -122,4 +129,5 @@ def attempt_routes() -> list[Route]:
     return [
         Route(base + "/trajectory.jsonl", attempt_jsonl, methods=["GET"]),
         Route(base, attempt_page, methods=["GET"]),
+        *task_routes(),  # a task's attempts side by side (/ui/battles/{battle_id}/tasks/{task_key})
     ]

@@ -163,6 +163,21 @@ class AttemptData:
         return self._value(ev.EXPLANATION)
 
     @property
+    def malformed_reply(self) -> Any:
+        """A format_error attempt's reply as posted (event first, then the result's attempt entry)."""
+        return self._value("malformed_reply")
+
+    @property
+    def scenario(self) -> Any:
+        """The task's user scenario (only events carry it)."""
+        return self.detail.get("scenario") if self.detail is not None else None
+
+    @property
+    def checks(self) -> Any:
+        """tau2's checks and reward split (only events carry them)."""
+        return self.detail.get("checks") if self.detail is not None else None
+
+    @property
     def trajectory(self) -> Any:
         """The posted trajectory (only events carry one)."""
         return self.detail.get(ev.TRAJECTORY) if self.detail is not None else None

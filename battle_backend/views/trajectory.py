@@ -10,6 +10,7 @@ Everything stays text for the autoescaping template.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,54 @@ MAX_MESSAGES = 2_000
 MAX_TOOL_CALLS = 50
 """Tool calls shown per message."""
 ROLE_LABELS = {"assistant": "white agent", "user": "user", "tool": "tool", "system": "system"}
+MAX_FIELDS = 60
+"""Fields shown of one tool call's arguments or one tool result (the rest counted)."""
+MAX_FIELD_CHARS = 4_000
+MAX_PARSED_RESULT_CHARS = 20_000
+"""A tool result longer than this is shown as text, not parsed into fields."""
+
+
+@dataclass(frozen=True)
+class FieldView:
+    """One key of a tool call's arguments or a tool result: the key and its value as text (pretty JSON for objects
+    and lists, the string itself for a string)."""
+
+    key: str
+    value: str
+    block: bool
+    """True for an object or list (shown as a preformatted block)."""
+
+
+def _field_value(value: Any) -> tuple[str, bool]:
+    if isinstance(value, str):
+        return text_of(value, MAX_FIELD_CHARS) or "", False
+    return json_text(value, MAX_FIELD_CHARS), isinstance(value, dict | list)
+
+
+def fields_of(value: Any) -> tuple[list[FieldView], int]:
+    """The fields of a JSON object (at most :data:`MAX_FIELDS`) and how many were left out; a list is shown with its
+    indexes as keys; anything else gives no fields."""
+    if isinstance(value, dict):
+        items: list[tuple[str, Any]] = [(name_of(k) or '""', v) for k, v in list(value.items())[: MAX_FIELDS + 1]]
+        total = len(value)
+    elif isinstance(value, list):
+        items, total = [(f"[{i}]", v) for i, v in enumerate(value[: MAX_FIELDS + 1])], len(value)
+    else:
+        return [], 0
+    shown = [FieldView(key, *_field_value(v)) for key, v in items[:MAX_FIELDS]]
+    return shown, max(0, total - len(shown))
+
+
+def result_fields(content: str | None) -> tuple[list[FieldView], int] | None:
+    """A tool result's fields when its text is a JSON object or list (tau2's tools answer JSON); None otherwise."""
+    if content is None or len(content) > MAX_PARSED_RESULT_CHARS or content.lstrip()[:1] not in ("{", "["):
+        return None
+    try:
+        value = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    fields, left_out = fields_of(value)
+    return (fields, left_out) if fields or value in ({}, []) else None
 
 
 @dataclass(frozen=True)
@@ -41,6 +90,9 @@ class ToolCallView:
     arguments: str
     """Pretty JSON text."""
     requestor: str
+    fields: list[FieldView] = field(default_factory=list)
+    """The arguments one per key (empty when they are not a JSON object: ``arguments`` is shown)."""
+    fields_left_out: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +112,20 @@ class MessageView:
     error: bool
     timestamp: str
     latency_s: float | None
+    result_fields: list[FieldView] | None = None
+    """A tool result that is a JSON object or list, one field per key (None: shown as text)."""
+    result_fields_left_out: int = 0
+
+    @property
+    def turn(self) -> int | None:
+        """The message's turn: its index in the conversation (tau2's ``turn_idx``, posted as ``step``)."""
+        return self.step
+
+    @property
+    def preview(self) -> str:
+        """The first characters of the content on one line (a collapsed tool result's summary)."""
+        text = " ".join((self.content or "").split())
+        return text if len(text) <= 120 else text[:119] + "…"
 
     @property
     def latency_text(self) -> str:
@@ -92,11 +158,14 @@ def _tool_call(raw: Any) -> ToolCallView | None:
         arguments_text = text_of(arguments) or ""
     else:
         arguments_text = json_text(arguments if arguments is not None else {})
+    fields, left_out = fields_of(arguments) if isinstance(arguments, dict) else ([], 0)
     return ToolCallView(
         call_id=name_of(call.get("id")),
         name=name_of(call.get("name")) or "(unnamed tool)",
         arguments=arguments_text,
         requestor=name_of(call.get("requestor")),
+        fields=fields,
+        fields_left_out=left_out,
     )
 
 
@@ -110,18 +179,22 @@ def _message(index: int, raw: Any, call_names: dict[str, str]) -> MessageView:
             call_names[call.call_id] = call.name
     tool_call_id = name_of(message.get("tool_call_id"), MAX_NAME_CHARS)
     latency = float_of(message.get("latency_s"))
+    content = text_of(message.get("content"))
+    parsed = result_fields(content) if role == "tool" else None
     return MessageView(
         index=index,
         step=int_of(message.get("step")),
         role=role,
         role_label=ROLE_LABELS.get(role, name_of(raw_role, 40) or "unknown role"),
-        content=text_of(message.get("content")),
+        content=content,
         tool_calls=calls,
         tool_call_id=tool_call_id,
         answers=call_names.get(tool_call_id, "") if tool_call_id else "",
         error=message.get("error") is True,
         timestamp=name_of(message.get("timestamp"), 64),
         latency_s=latency if latency is not None and latency >= 0 else None,
+        result_fields=parsed[0] if parsed is not None else None,
+        result_fields_left_out=parsed[1] if parsed is not None else 0,
     )
 
 

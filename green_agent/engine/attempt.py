@@ -23,10 +23,12 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from green_agent.engine.attempt_details import MalformedReply, malformed_record, malformed_reply, oversize_reply
 from green_agent.engine.attribution import (
     EarlyStop,
     StoppedOnPurpose,
@@ -53,6 +55,7 @@ from green_agent.engine.tau.scoring import ScoredSimulation, ScoringError
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users import SimulatedUser
 from green_agent.engine.turn_protocol import (
+    ActionParseError,
     build_first_data,
     build_first_message,
     parse_action,
@@ -60,6 +63,7 @@ from green_agent.engine.turn_protocol import (
     user_message,
 )
 from green_agent.engine.white_client import WhiteReply
+from green_agent.engine.white_errors import WhiteAgentReplyTooLarge
 from green_agent.text_safety import json_line
 
 log = logging.getLogger(__name__)
@@ -167,6 +171,8 @@ class _Attempt:
         self.user: SimulatedUser | None = None
         self.steps = 0
         """The agent's A2A replies so far (its MCP tool calls are counted by the environment)."""
+        self.malformed: MalformedReply | None = None
+        """The reply that ended the attempt as a format_error (kept for the result and the trajectory)."""
 
     async def run(self) -> AttemptResult:
         started_at, t0 = utc_now(), time.perf_counter()
@@ -249,7 +255,7 @@ class _Attempt:
             if max(self.steps, env.steps) >= cfg.max_steps:
                 raise StoppedOnPurpose(max_steps_stop(cfg.max_steps))
             phase.set(FaultAuthor.WHITE_AGENT, f"waiting for the white agent (step {self.steps + 1})")
-            with meter.waiting_on_agent():
+            with meter.waiting_on_agent(), self._keep_oversize(env):
                 reply = await white.send(context_id=self.context_id, text=text, data=data, metadata=metadata)
             meter.agent_replied(reply.reported_usage)
             data, metadata = None, None
@@ -259,7 +265,11 @@ class _Attempt:
             if env.steps >= cfg.max_steps:  # tool_mode "mcp": the agent's MCP calls this turn used the budget
                 raise StoppedOnPurpose(max_steps_stop(cfg.max_steps))
             phase.set(FaultAuthor.WHITE_AGENT, f"reading the white agent's reply (step {self.steps})")
-            action = await _parse_reply(reply)
+            try:
+                action = await _parse_reply(reply)
+            except ActionParseError:
+                self.malformed = malformed_reply(reply.text, reply.data_parts, turn=env.message_count, step=self.steps)
+                raise
             if action.name == "respond":
                 content = str(action.arguments.get("content", ""))
                 env.record_assistant_text(content)
@@ -277,6 +287,15 @@ class _Attempt:
                 outcome = await env.call_tool(action.name, arguments)
                 text = tool_result_message(outcome.content)
 
+    @contextlib.contextmanager
+    def _keep_oversize(self, env: AttemptEnvironment) -> Iterator[None]:
+        """Keep the first bytes of a reply refused for its size (its format_error's record)."""
+        try:
+            yield
+        except WhiteAgentReplyTooLarge as error:
+            self.malformed = oversize_reply(error.head, turn=env.message_count, step=self.steps + 1)
+            raise
+
     async def _result(
         self, stop: EarlyStop | None, termination: TerminationReason, *, started_at: str, t0: float
     ) -> AttemptResult:
@@ -291,6 +310,8 @@ class _Attempt:
             result.failure = failure
             result.outcome = "infra_error" if failure.is_infrastructure else "failure"
             result.reward = None if failure.is_infrastructure else 0.0
+            if failure.category is FailureCategory.FORMAT_ERROR:
+                result.malformed_reply = self.malformed
         elif env is not None:
             simulation = env.simulation(termination, started_at=started_at, ended_at=ended_at)
             try:
@@ -396,6 +417,8 @@ async def _write_trajectory(
     path = directory / name
     header = {"attempt": result.model_dump(mode="json", exclude={"trajectory_file"})}
     records = [header, *env.trajectory_records()]
+    if result.malformed_reply is not None:  # the reply that was not an action, after the conversation
+        records.append(malformed_record(result.malformed_reply, utc_now()))
     result.keep_trajectory(records[1:])  # posted from memory with the attempt's event (engine/events.py)
 
     def write() -> None:

@@ -15,13 +15,30 @@ import httpx
 
 from green_agent.text_safety import clean_json_escapes
 
+HEAD_BYTES = 16 * 1024
+"""Bytes of a refused body kept to show what the agent sent (the attempt keeps 4096 characters of them)."""
+
 
 class ReplyTooLarge(httpx.TransportError):
     """Raised by :class:`CappedTransport` while reading a response body past its cap (memory stays bounded)."""
 
-    def __init__(self, max_bytes: int, url: str) -> None:
+    def __init__(self, max_bytes: int, url: str, head: bytes = b"") -> None:
         super().__init__(f"the response from {url} is larger than {max_bytes} bytes")
         self.max_bytes = max_bytes
+        self.head = head
+        """The first bytes of the body read before the cap (at most HEAD_BYTES; the format_error's record)."""
+
+
+def _head(chunks: list[bytes]) -> bytes:
+    """The first HEAD_BYTES of the chunks (without joining them all)."""
+    taken: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        if size >= HEAD_BYTES:
+            break
+        taken.append(chunk[: HEAD_BYTES - size])
+        size += len(taken[-1])
+    return b"".join(taken)
 
 
 class _CappedStream(httpx.AsyncByteStream):
@@ -38,7 +55,7 @@ class _CappedStream(httpx.AsyncByteStream):
         async for chunk in self._inner:
             received += len(chunk)
             if received > self._max_bytes:
-                raise ReplyTooLarge(self._max_bytes, self._url)
+                raise ReplyTooLarge(self._max_bytes, self._url, _head([*chunks, chunk]))
             chunks.append(chunk)
         yield clean_json_escapes(b"".join(chunks))
 

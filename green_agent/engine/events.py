@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError
 
+from green_agent.engine.attempt_details import MalformedReply, RewardChecks, TaskScenario, reward_checks
 from green_agent.engine.explanation import FailureExplanation
 
 if TYPE_CHECKING:
@@ -180,11 +181,20 @@ class AttemptFinished(_Event):
     """Why a scored attempt got a reward below 1 (None when it did not, or when not explained)."""
     trajectory_file: str | None = None
     """The attempt's trajectory, relative to the run directory (None when none was written)."""
+    malformed_reply: MalformedReply | None = None
+    """A format_error attempt's reply that was not one action, bounded (None for every other attempt)."""
+    scenario: TaskScenario | None = None
+    """What the task told the simulated user (tau2's user scenario), bounded; None when not known."""
+    checks: RewardChecks | None = None
+    """tau2's checks with met/unmet and the reward split, bounded; None for an attempt tau2 did not score."""
 
     @classmethod
-    def from_result(cls, result: AttemptResult, *, done: int, total: int) -> AttemptFinished:
-        """The event of a finished attempt, ``done`` of ``total`` attempts finished."""
+    def from_result(
+        cls, result: AttemptResult, *, done: int, total: int, scenario: TaskScenario | None = None
+    ) -> AttemptFinished:
+        """The event of a finished attempt, ``done`` of ``total`` attempts finished (``scenario``: its task's)."""
         failure = result.failure
+        checks = reward_checks(result.breakdown.raw) if result.breakdown is not None else None
         return cls(
             battle_id=result.battle_id,
             task_key=result.task_key,
@@ -200,6 +210,9 @@ class AttemptFinished(_Event):
             duration_s=result.duration_s,
             explanation=result.explanation,
             trajectory_file=result.trajectory_file,
+            malformed_reply=result.malformed_reply,
+            scenario=scenario,
+            checks=checks,
         )
 
     def line(self, k: int) -> str:

@@ -15,7 +15,10 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
+from green_agent.engine.attempt_details import MalformedReply
 from green_agent.engine.bounded_json import json_excerpt
+from green_agent.engine.budget import budget_markdown
+from green_agent.engine.consistency import consistency_markdown
 from green_agent.engine.costs import attempt_cost_line, cost_markdown
 from green_agent.engine.explanation import (
     DbDifference,
@@ -181,6 +184,21 @@ def explanation_lines(explanation: FailureExplanation) -> list[str]:
     return lines
 
 
+MALFORMED_REPLY_CHARS = 1000
+"""Characters of a malformed reply shown in the summary (the attempt's JSON and trajectory keep 4096)."""
+
+
+def malformed_reply_line(reply: MalformedReply) -> str:
+    """``Reply that is not an action (turn 4, 12 characters): `...``: the agent's reply as one inline code span
+    (line breaks and control characters as spaces, so nothing in it can start a block or reach a terminal)."""
+    where = [f"turn {reply.turn}"] if reply.turn is not None else []
+    where.append(f"{reply.chars} characters" if reply.source == "reply" else f"first {reply.chars} bytes of the body")
+    if reply.truncated or len(reply.text) > MALFORMED_REPLY_CHARS:
+        where.append("cut")
+    what = "Reply that is not an action" if reply.source == "reply" else "Reply over the byte cap"
+    return f"{what} ({', '.join(where)}): {code_span(reply.text, MALFORMED_REPLY_CHARS)}"
+
+
 def _outcome_words(attempts: list[AttemptResult]) -> str:
     """The strip in words, for screen readers and plain-text readers: "#1 success, #2 failure, #3 infrastructure
     error" (an emoji-only line reads as a row of symbol names, or as nothing)."""
@@ -229,6 +247,8 @@ def _task_section(key: str, attempts: list[AttemptResult], k: int, gold_gap: str
         lines.append(line)
         if a.failure is not None and a.failure.detail:
             lines.append(f"    - ↳ Error: {code_span(a.failure.detail, DETAIL_CHARS)}")
+        if a.malformed_reply is not None:
+            lines.append(f"    - ↳ {malformed_reply_line(a.malformed_reply)}")
         if a.explanation is not None and a.outcome == "failure":
             lines += [f"    - ↳ {line}" for line in explanation_lines(a.explanation)]
         if (cost_line := attempt_cost_line(a)) is not None:
@@ -276,6 +296,7 @@ def render_markdown(result: BattleResult) -> str:
             + (". Resume it with `arena run SCENARIO --resume`." if result.status == "interrupted" else "."),
             "",
         ]
+    lines += budget_markdown(result.budget_stop)  # stopped by max_cost_usd / max_wall_s (issue 27)
     if result.calibration:
         lines += [
             "> CALIBRATION battle: the white agent was told the task (replay of gold actions). These numbers "
@@ -331,6 +352,7 @@ def render_markdown(result: BattleResult) -> str:
         ]
         lines += [f"- {gap.task_key} (tau2 id {gap.task_id}): {gap.reason}" for gap in gaps.values()]
         lines.append("")
+    lines += consistency_markdown(result)
     lines += ["## Per task", ""]
     for key, attempts in tasks.items():
         gap = gaps.get(key)

@@ -16,7 +16,10 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from green_agent.engine.attempt_details import MalformedReply
+from green_agent.engine.battle_limits import BudgetStop
 from green_agent.engine.config import BattleConfig
+from green_agent.engine.divergence import ConsistencySummary
 from green_agent.engine.explanation import (
     CalledTool,
     CommunicateExplanation,
@@ -38,8 +41,10 @@ __all__ = [
     "AttemptUsage",
     "BattleResult",
     "BattleUsage",
+    "BudgetStop",
     "CalledTool",
     "CommunicateExplanation",
+    "ConsistencySummary",
     "CostSource",
     "DbDifference",
     "DbExplanation",
@@ -188,6 +193,10 @@ class TokenUsage(BaseModel):
     completion_tokens: int | None = None
     cost_usd: float | None = None
     cost_source: CostSource | None = None
+    rate_limited: int = Field(default=0, ge=0, exclude_if=lambda n: n == 0)
+    """User simulator: HTTP 429 answers from its provider (retried; green_agent/provider_limits.py). Left out when 0."""
+    retries: int = Field(default=0, ge=0, exclude_if=lambda n: n == 0)
+    """User simulator: failed calls retried (429s, 5xx, timeouts, empty answers). Left out when 0."""
 
 
 class AttemptUsage(BaseModel):
@@ -254,6 +263,10 @@ class AttemptResult(BaseModel):
     strings never told, the gold actions and assertions not met (green_agent/engine/explanation.py). Computed by the
     scoring worker; None, and left out of the JSON, for successes, unscored attempts and results written before it
     existed."""
+    malformed_reply: MalformedReply | None = Field(default=None, exclude_if=lambda reply: reply is None)
+    """A ``format_error`` attempt's reply that was not one action (or the first bytes of one over the byte cap),
+    bounded and with control characters replaced (green_agent/engine/attempt_details.py). None, and left out of the
+    JSON, for every other attempt and in results written before it existed."""
 
     _trajectory: tuple[dict[str, Any], ...] | None = PrivateAttr(default=None)
 
@@ -351,6 +364,13 @@ class BattleResult(BaseModel):
     certification: Certification | None = Field(default=None, exclude_if=lambda c: c is None)
     """Battles with ``certify`` only: the sequential decision, the confidence sequence at the stop, attempts used
     against the fixed design (``green_agent.statistics.certification``). Left out of the JSON otherwise."""
+    budget_stop: BudgetStop | None = Field(default=None, exclude_if=lambda stop: stop is None)
+    """Set when ``max_cost_usd`` or ``max_wall_s`` stopped the battle before every planned attempt ran (the figures
+    cover the attempts that did; green_agent/engine/budget.py). Left out of the JSON otherwise."""
+    consistency: ConsistencySummary | None = Field(default=None, exclude_if=lambda c: c is None)
+    """How consistent each task's attempts are: flip rates and, for the least consistent tasks, the first turn
+    where passing and failing attempts part (``green_agent.engine.consistency``; docs/metrics.md). None, and left
+    out of the JSON, when k = 1 and in results written before it existed."""
 
 
 def _open_content(node: Any) -> None:

@@ -159,6 +159,7 @@ def _classify(error: Exception, *, url: str, timeout_s: float) -> WhiteAgentErro
         return WhiteAgentReplyTooLarge(
             f"the reply from {url} is larger than the limit of {too_large.max_bytes} bytes (max_reply_bytes)",
             max_bytes=too_large.max_bytes,
+            head=too_large.head,
         )
     if isinstance(error, RecursionError):
         return WhiteAgentCommunicationError(

@@ -54,9 +54,11 @@ class WhiteAgentCommunicationError(WhiteAgentError):
 class WhiteAgentReplyTooLarge(WhiteAgentError):
     """The reply body exceeded the byte cap (``failure: format_error``); reading stopped at the cap."""
 
-    def __init__(self, detail: str, *, max_bytes: int) -> None:
+    def __init__(self, detail: str, *, max_bytes: int, head: bytes = b"") -> None:
         super().__init__(detail)
         self.max_bytes = max_bytes
+        self.head = head
+        """The first bytes of the HTTP body read before the cap (empty when a Content-Length refused it unread)."""
 
 
 class WhiteAgentReportedFailure(WhiteAgentError):

@@ -61,11 +61,11 @@ async def test_viewer_shows_the_conversation_and_the_explanation(arena: Arena) -
     assert "orders" in diff and "#W2378156" in diff and "status" in diff
     assert '"cancelled"' in diff and '"pending"' in diff and "value differs" in diff
     assert "your refund of $54.04 is on its way" in text
-    assert "cancel_pending_order" in text and '"order_id": "#W2378156-x"' in text and "at step 7" in text
+    assert "cancel_pending_order" in text and '"order_id": "#W2378156-x"' in text and "at turn 7" in text
     assert "assert_mobile_data_status" in text
     # the conversation: every message with step, role, latency; the tool call's arguments and its result
     assert page.count('class="message role-') == 5
-    assert "step 2" in text and "white agent" in text and "+0.412 s" in text and "+1.250 s" in text
+    assert "turn 2" in text and "white agent" in text and "+0.412 s" in text and "+1.250 s" in text
     assert "Please cancel order #W2378156." in text
     assert "calls get_order_details" in text and '"order_id": "#W2378156"' in text
     assert "tool result of get_order_details" in text and '{"status": "pending"}' in text

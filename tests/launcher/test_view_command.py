@@ -243,3 +243,32 @@ def check_view(proc: subprocess.Popen[str], port: int, run_dir: Path, children: 
     assert proc.stdout is not None and "stopped" in proc.stdout.read()
     assert wait_gone(children) == []
     assert not any(workdir.exists() for workdir in workdirs)
+
+
+async def test_a_folder_holding_the_run_is_a_runs_home_the_backend_accepts(run_dir: Path, tmp_path: Path) -> None:
+    """A real run (trajectories, events, run.json) in a folder beside a run stopped before its summary."""
+    from battle_backend.__main__ import import_into_store
+    from launcher.cli.runs_home import build_home
+
+    folder = tmp_path / "runs"
+    copy_run(run_dir, folder)
+    stopped = folder / "stopped"
+    shutil.copytree(run_dir, stopped, ignore=shutil.ignore_patterns("logs", "summary.*", "events.jsonl"))
+    manifest = json.loads((stopped / "run.json").read_text(encoding="utf-8"))
+    (stopped / "run.json").write_text(json.dumps({**manifest, "battle_id": "view-e2e-stopped"}), encoding="utf-8")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    built = build_home(folder, workdir)
+    assert built.runs == 2 and built.skipped == [] and built.refusals == 1
+    settings = BackendSettings(db_path=tmp_path / "db.sqlite3")
+    reports = await import_into_store(settings, built.files)
+    home = next(report.runs_home for report in reports if report.runs_home is not None)
+    rows = {run.battle_id: run for run in home.runs}
+    finished, running = rows[BATTLE], rows["view-e2e-stopped"]
+    summary = BattleResult.model_validate_json((run_dir / "summary.json").read_bytes())
+    assert finished.status == "finished" and finished.k == 2 and finished.tasks == 2 and finished.calibration
+    assert finished.pass_hat == summary.summary.macro[1].pass_hat_mean and finished.fingerprint
+    assert running.status == "running" and running.pass_hat is None and running.attempts == 4
+    assert sorted(report.state for report in reports) == ["error", "finished", "home"]
+    (refusal,) = [c.refusal for c in home.comparisons]
+    assert refusal is not None and "summary.json" in refusal

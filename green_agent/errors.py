@@ -30,6 +30,7 @@ Exception tree::
         SandboxError (engine.tau.sandbox)
         ScoringError (engine.tau.scoring)
         Tau2NotInstalled (engine.tau.flavour)
+        WorkerPoolError (engine.workers.pool)
     ValueError
         ActionParseError (engine.turn_protocol)
         _CellJsonError (evaluations.csv_suite)

@@ -8,21 +8,25 @@ share no mutable state.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
 from green_agent.engine.attempt import AttemptDeps, AttemptSpec, ToolGateway, harness_failure, run_attempt
+from green_agent.engine.attempt_details import task_scenario
 from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
+from green_agent.engine.budget import BudgetTracker
 from green_agent.engine.capped_transport import capped_http_client
 from green_agent.engine.certify import CertifyTracker
 from green_agent.engine.channels import a2a_channels
 from green_agent.engine.config import BattleConfig, ConfigError
+from green_agent.engine.consistency import battle_consistency
 from green_agent.engine.costs import battle_usage
 from green_agent.engine.events import (
     AttemptFinished,
@@ -56,6 +60,8 @@ from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.engine.tau.tasks import TaskRef, select_tasks
 from green_agent.engine.tau.users import check_user_config, make_user, user_api_key
+from green_agent.engine.workers.pool import WorkerPool, attempt_workers
+from green_agent.provider_limits import ProviderLimits
 from green_agent.statistics import summarize_trials
 
 log = logging.getLogger(__name__)
@@ -80,8 +86,15 @@ class Battle:
         run_dir: Path | None = None,
         resume: bool = False,
         retry_infra: bool = False,
+        providers: ProviderLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        workers: int = 1,
+        scoring_workers: int = 1,
     ) -> None:
         check_user_config(config.user_simulator)  # refuse an LLM user without its key before anything starts
+        # Issue 27: the LLM user's provider limiter (shared with the green agent's other battles) and the budgets.
+        self._user_limiter = (providers or ProviderLimits()).for_user(config)
+        self._budget = BudgetTracker(config, clock=clock)
         self.battle_id = validate_battle_id(battle_id)
         self.white_agent_url = white_agent_url
         self.config = config
@@ -108,6 +121,10 @@ class Battle:
         self.markdown: str | None = None
         self._certify: CertifyTracker | None = None
         self._certify_stopped = False
+        self._workers = workers  # attempt worker processes at most (engine/workers; 1: all in this process)
+        self._scoring_workers = scoring_workers
+        self.worker_pids: list[int] = []
+        """The attempt worker processes running this battle's attempts (empty: they run in this process)."""
 
     @property
     def attempts_done(self) -> int:
@@ -189,10 +206,21 @@ class Battle:
         await self._re_emit(carried)
         # One HTTP pool per battle: the A2A client factory mutates its client's default headers, so battles
         # (possibly against agents of different protocol versions) must not share one.
-        async with capped_http_client(
-            max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency + 4)
-        ) as http:
-            return await self._run_attempts(refs, carried, http, started_at, t0)
+        workers = attempt_workers(
+            workers=self._workers,
+            battle_id=self.battle_id,
+            white_agent_url=self.white_agent_url,
+            config=cfg,
+            run_dir=self.run_dir,
+            scoring_workers=self._scoring_workers,
+            attempts=self.attempts_total - len(carried),
+        )
+        async with (
+            capped_http_client(max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency + 4)) as http,
+            workers as pool,
+        ):
+            self.worker_pids = pool.pids if pool is not None else []
+            return await self._run_attempts(refs, carried, http, started_at, t0, pool)
 
     async def _open_run_dir(self, refs: list[TaskRef], started_at: str) -> dict[AttemptKey, AttemptResult]:
         """Start the run directory's journal; on a resume, check the stored battle and return its finished attempts.
@@ -262,13 +290,14 @@ class Battle:
         http: httpx.AsyncClient,
         started_at: str,
         t0: float,
+        pool: WorkerPool | None = None,
     ) -> BattleResult:
         cfg = self.config
         deps = AttemptDeps(
             config=cfg,
             scoring=self._scoring,
             white_channels=a2a_channels(http),
-            user_factory=make_user,
+            user_factory=functools.partial(make_user, limiter=self._user_limiter),
             user_api_key=user_api_key(cfg.user_simulator),
             trajectories_dir=self.run_dir / "trajectories" if self.run_dir else None,
             tool_gateway=self._tool_gateway,
@@ -279,7 +308,7 @@ class Battle:
 
         async def one(ref: TaskRef, attempt: int) -> AttemptResult | None:
             async with gate:
-                if self._certify_stopped:  # decided: attempts not yet started never start
+                if self._certify_stopped or self._budget.exhausted(self._finished, self.attempts_total):  # stop
                     return None
                 key = ref.key
                 if key not in announced:
@@ -292,14 +321,16 @@ class Battle:
                 await self.emit(starting, starting.text(cfg.k))
                 spec = AttemptSpec(self.battle_id, ref, attempt, self.white_agent_url)
                 try:
-                    result = await run_attempt(spec, deps)
+                    result = await (pool.run(spec) if pool is not None else run_attempt(spec, deps))
                 except Exception as error:
                     log.exception("attempt %s/%s raised", key, attempt)
                     result = harness_failure(spec, f"{type(error).__name__} in the attempt loop: {error}")
                 await self._record(result)
                 if self._certify is not None and self._certify.decided(self._finished):
                     self._certify_stopped = True
-                finished = AttemptFinished.from_result(result, done=self.attempts_done, total=self.attempts_total)
+                finished = AttemptFinished.from_result(
+                    result, done=self.attempts_done, total=self.attempts_total, scenario=task_scenario(ref.task)
+                )
                 await self.emit(finished, finished.text(cfg.k), trajectory=result.take_trajectory())
                 return result
 
@@ -411,6 +442,8 @@ class Battle:
             resumed_attempts=self.resumed_attempts,
             fingerprint=battle_fingerprint(refs, self.config.user_simulator),
             certification=self._certify.certification(self._finished) if self._certify is not None else None,
+            budget_stop=self._budget.summary(len(attempts)),
+            consistency=battle_consistency(attempts, self.run_dir),  # reads trajectory files: runs in a thread
         )
         result.winner_rule = winner_rule(result)  # the rule needs the summary just built
         return result

@@ -14,10 +14,11 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from green_agent.engine.battle_limits import BattleLimits
 from green_agent.engine.field_hints import describe_problem
 
-KNOWN_DOMAINS: tuple[str, ...] = ("retail", "airline", "telecom", "mock")
-"""tau2 domains the harness can drive (``mock`` has no splits)."""
+KNOWN_DOMAINS: tuple[str, ...] = ("retail", "airline", "telecom", "mock", "banking_knowledge")
+"""tau2 domains the harness can drive (``mock`` and ``banking_knowledge``, upstream tau2 only, have no splits)."""
 
 MAX_K = 64
 """Largest k a battle may ask for (attempts per task)."""
@@ -51,8 +52,8 @@ MAX_SPLIT_CHARS = 64
 """Longest split name."""
 DEFAULT_MAX_ATTEMPTS_PER_BATTLE = 2000
 """tasks x k a green agent accepts per battle unless its operator says otherwise (``arena-green --max-attempts``)."""
-DEFAULT_MAX_REMOTE_CONCURRENCY = 16
-"""Attempts in flight a remote config may ask for unless the operator says otherwise (``--max-concurrency``)."""
+DEFAULT_MAX_REMOTE_CONCURRENCY, MAX_CONCURRENCY = 16, 1024
+"""A remote config's attempts in flight unless the operator says otherwise (``--max-concurrency``); any battle's."""
 
 RENAMED_FIELDS: dict[str, str] = {"task_id": "task_index", "num_battles": "num_tasks"}
 """Battle-config fields under their seed names (still accepted on input) -> the names they have now (and output)."""
@@ -200,7 +201,7 @@ class CertifyConfig(StrictModel):
         return f"{self.metric} >= {self.threshold:g}"
 
 
-class BattleConfig(StrictModel):
+class BattleConfig(StrictModel, BattleLimits):  # budgets + provider cap: green_agent/engine/battle_limits.py
     """The ``[pass_k_config]`` table plus the harness's extensions.
 
     mode:
@@ -223,18 +224,18 @@ class BattleConfig(StrictModel):
     max_steps: int = Field(default=30, ge=1, le=1000)
     turn_timeout_s: float = Field(default=120.0, gt=0, le=MAX_TURN_TIMEOUT_S, allow_inf_nan=False)
     attempt_timeout_s: float = Field(default=900.0, gt=0, le=MAX_ATTEMPT_TIMEOUT_S, allow_inf_nan=False)
-    concurrency: int = Field(default=4, ge=1, le=256)
+    concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
     calibration: bool = False
+    retrieval: str | None = Field(default=None, max_length=64, exclude_if=lambda retrieval: retrieval is None)
     tool_mode: Literal["text", "mcp"] = "text"
     """``text``: tools listed in the first message, called as <json> actions. ``mcp``: the attempt's tools are served
     on an MCP endpoint of its own (URL + bearer token in the first message); replies are ``respond`` actions."""
     tool_timeout_s: float = Field(default=5.0, gt=0, le=MAX_TOOL_TIMEOUT_S, allow_inf_nan=False)
     """Wall-clock bound of one tool call (tools run in a killable process of the attempt's own); a call that
     exceeds it ends the attempt as the agent's ``timeout``."""
-    max_reply_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
+    max_reply_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)  # per turn; larger: format_error
     certify: CertifyConfig | None = Field(default=None, exclude_if=lambda certify: certify is None)
     """Stop early once the claim is decided (:class:`CertifyConfig`); absent: the fixed design runs every attempt."""
-    """Largest white-agent reply body read per turn; a larger reply is the agent's ``format_error``."""
     user_simulator: UserSimulatorConfig = UserSimulatorConfig()
     prices: dict[str, ModelPrice] = Field(default_factory=dict, exclude_if=lambda prices: not prices)
     """Model name -> price (``[pass_k_config.prices."gpt-4.1-mini"]``): what the battle's token counts cost

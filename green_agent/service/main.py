@@ -8,6 +8,7 @@ import gc
 import importlib.util
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from types import FrameType
@@ -55,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         help="scenario TOML whose [pass_k_config] is the default for AgentBeats battles",
     )
     parser.add_argument("--scoring-workers", type=int, default=2, help="processes scoring attempts with tau2")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="attempt worker processes a battle may use, each with its own event loop (default: one per core, "
+        "%(default)s here; a battle uses one per 16 attempts of its concurrency; 1: all in this process)",
+    )
     parser.add_argument(
         "--mcp-allowed-host",
         action="append",
@@ -105,6 +113,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{ServiceLimits.max_attempts_in_flight}, or the --scenario's concurrency when larger)",
     )
     parser.add_argument(
+        "--provider-max-concurrency",
+        type=int,
+        default=None,
+        help="LLM calls in flight per provider (base URL + model) across battles and evaluations, lowered on 429 "
+        f"(default {ServiceLimits.provider_max_concurrency}, or the --scenario's provider_max_concurrency when larger)",
+    )
+    parser.add_argument(
         "--max-queued-battles",
         type=int,
         default=ServiceLimits.max_queued_battles,
@@ -152,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         ("--max-running-battles", args.max_running_battles, 1),
         ("--max-attempts-in-flight", args.max_attempts_in_flight, 1),
         ("--max-queued-battles", args.max_queued_battles, 0),
+        ("--workers", args.workers, 1),
+        ("--scoring-workers", args.scoring_workers, 1),
+        ("--provider-max-concurrency", args.provider_max_concurrency, 1),
     ):
         if value is not None and value < least:
             print(f"error: {flag}: must be at least {least}", file=sys.stderr)
@@ -159,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # tau2 environments allocate many small objects; fewer GC passes cut environment builds ~3x (see notes/tau2.md).
     gc.set_threshold(100_000, 50, 100)
+    from green_agent.service.descriptors import raise_descriptor_limit
+
+    raise_descriptor_limit()  # many attempts in flight hold many descriptors (battles that cannot fit are refused)
     try:
         default_config = load_battle_config(args.scenario) if args.scenario else None
     except ConfigError as error:
@@ -188,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
         max_concurrency=args.max_concurrency,
         max_request_bytes=args.max_request_bytes,
         open_assessments=args.open_assessments,
+        workers=args.workers,
+        scoring_workers=args.scoring_workers,
+        provider_max_concurrency=args.provider_max_concurrency
+        or max(
+            ServiceLimits.provider_max_concurrency, (default_config and default_config.provider_max_concurrency) or 0
+        ),
     )
 
     from green_agent.evaluations import EvaluationsComponent, EvaluationsSettings, JudgeSettings
@@ -240,6 +267,13 @@ class _GreenServer(uvicorn.Server):
     def __init__(self, app: Starlette, config: uvicorn.Config) -> None:
         super().__init__(config)
         self._app = app
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start-up, then one ready line with the URL on standard error (once it listens)."""
+        await super().startup(sockets=sockets)
+        if self.started:
+            port = self.servers[0].sockets[0].getsockname()[1] if self.servers else self.config.port
+            print(f"arena-green ready: http://{self.config.host}:{port}", file=sys.stderr, flush=True)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         interrupt = getattr(self._app.state, "interrupt_battles", None)

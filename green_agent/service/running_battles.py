@@ -18,12 +18,15 @@ from typing import Any, Literal
 from green_agent.engine.attempt import ToolGateway
 from green_agent.engine.battle import Battle
 from green_agent.engine.battle_ids import claim_run_dir, run_dir_for, validate_battle_id
+from green_agent.engine.battle_limits import remote_limit_problem
 from green_agent.engine.config import BattleConfig, ConfigError, parse_remote_battle_config
 from green_agent.engine.events import BattleEvent, EventSink
 from green_agent.engine.results import BattleResult
 from green_agent.engine.run_store import read_manifest, summary_status
 from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.engine.workers.pool import worker_processes
+from green_agent.provider_limits import DEFAULT_PROVIDER_MAX_CONCURRENCY, ProviderLimits
 from green_agent.service.admission import (
     DEFAULT_MAX_ATTEMPTS_IN_FLIGHT,
     DEFAULT_MAX_QUEUED_BATTLES,
@@ -39,6 +42,7 @@ from green_agent.service.backend_target import (
     resumed_target,
     write_target,
 )
+from green_agent.service.descriptors import check_descriptors
 from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE, load_outbox, recent_outboxes
 from green_agent.wire.agentbeats import ResultReason, refusal_reason
 from green_agent.wire.backend_posts import ResumeBackfill, progress_post_for, result_post
@@ -138,6 +142,13 @@ class ServiceLimits:
     """Attempts in flight across all battles (each holds a sandbox process; ``--max-attempts-in-flight``)."""
     max_queued_battles: int = DEFAULT_MAX_QUEUED_BATTLES
     """Battles waiting for a place; beyond, battles are refused as busy (``--max-queued-battles``)."""
+    workers: int = 1
+    """Attempt worker processes a battle may use (``--workers``; 1: in this process; green_agent/engine/workers)."""
+    scoring_workers: int = 2
+    """tau2 scoring processes (``--scoring-workers``), split between a battle's workers."""
+    provider_max_concurrency: int = DEFAULT_PROVIDER_MAX_CONCURRENCY
+    """LLM calls in flight per provider (base URL + model) across all battles and evaluations, adapted down on 429
+    (``--provider-max-concurrency``; green_agent/provider_limits.py)."""
 
 
 @dataclass
@@ -162,8 +173,11 @@ class BattleRegistry:
     """Reporters delivering what an earlier process left in an outbox, by battle id."""
     admission: Admission = field(init=False)
     """The bounds on battles and attempts at once (from ``limits``)."""
+    providers: ProviderLimits = field(init=False)
+    """Every provider's adaptive concurrency cap, shared by the battles (LLM user) and the evaluations (judge)."""
 
     def __post_init__(self) -> None:
+        self.providers = ProviderLimits(max_concurrency=self.limits.provider_max_concurrency)
         self.admission = Admission(
             self.limits.max_running_battles, self.limits.max_attempts_in_flight, self.limits.max_queued_battles
         )
@@ -177,7 +191,12 @@ class BattleRegistry:
 
     def remote_config(self, data: object) -> BattleConfig:
         """A config from the network, on top of this green agent's default (operator-only fields refused)."""
-        return parse_remote_battle_config(data, self.default_config, max_concurrency=self.limits.max_concurrency)
+        # The operator's own scenario (--scenario, e.g. arena run's) may ask for more than the remote cap.
+        cap = max(self.limits.max_concurrency, self.default_config.concurrency)
+        config = parse_remote_battle_config(data, self.default_config, max_concurrency=cap)
+        if isinstance(data, dict) and (problem := remote_limit_problem(data, self.default_config)):
+            raise ConfigError(problem)  # budgets and the provider cap: lower than the operator's only
+        return config
 
     def start(
         self,
@@ -220,6 +239,7 @@ class BattleRegistry:
                 f"{self.limits.max_attempts_per_battle} per battle"
             )
         self.admission.check(config.concurrency)
+        check_descriptors(config.concurrency, worker_processes(self.limits.workers, config, planned or 1 << 30))
         run_dir = run_dir_for(self.runs_dir, battle_id)
         holder: list[BattleRecord] = []  # the sink reports through the record's reporter, set when the battle runs
 
@@ -249,6 +269,9 @@ class BattleRegistry:
             max_attempts=self.limits.max_attempts_per_battle,
             resume=resume,
             retry_infra=retry_infra,
+            providers=self.providers,
+            workers=self.limits.workers,
+            scoring_workers=self.limits.scoring_workers,
         )
         claim_run_dir(
             self.runs_dir, battle_id, resume=resume, retry_infra=retry_infra

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from green_agent.engine.config import (
     DEFAULT_MAX_ATTEMPTS_PER_BATTLE,
-    DEFAULT_MAX_REMOTE_CONCURRENCY,
+    MAX_CONCURRENCY,
     BattleConfig,
     ConfigError,
     StrictModel,
@@ -131,7 +131,7 @@ def check_battle(
     *,
     where: str = "",
     max_attempts: int = DEFAULT_MAX_ATTEMPTS_PER_BATTLE,
-    max_concurrency: int = DEFAULT_MAX_REMOTE_CONCURRENCY,
+    max_concurrency: int = MAX_CONCURRENCY,
 ) -> None:
     """The battle's checks that need the task lists (read from tau2's split files: fast, no agent) or the limits of
     the green agent ``arena run`` starts (its defaults); :class:`ConfigError` ``pass_k_config.<field>: ...``."""

@@ -69,9 +69,9 @@ CASES: dict[str, tuple[str, str]] = {
         '[pass_k_config]\nmode = "all"\ndomain = "telecom"\nsplit = "full"\nk = 2\n',
         "pass_k_config.split: 2285 tasks x k=2 = 4570 attempts exceed the green agent's limit of 2000 per battle",
     ),
-    "concurrency above what the green agent allows": (
-        "[pass_k_config]\nconcurrency = 17\n",
-        "pass_k_config.concurrency: at most 16 attempts in flight",
+    "concurrency above the documented limit": (
+        "[pass_k_config]\nconcurrency = 1025\n",
+        "pass_k_config.concurrency: Input should be less than or equal to 1024",
     ),
     "fault rates summing to 3": (
         '[white_agent]\nkind = "flaky"\nfault_rates = { crash = 1.0, skip_action = 1.0, no_reply = 1.0 }\n',

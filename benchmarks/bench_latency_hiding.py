@@ -1,0 +1,330 @@
+"""Latency hiding: how close a battle gets to ideal when every A2A call of the agent under test is slow (issue 27).
+
+The replay (calibration) agent sits behind a proxy that delays every A2A call (POST) by ``delay`` seconds; the green
+agent (``arena-green --workers N``, default one per core) runs retail/test calibration battles at several
+concurrencies. For each run it prints:
+
+- ratio: wall time of the battle against the ideal ``max(longest attempt's calls, calls / concurrency) x delay``
+  (calls = A2A replies, summed over the attempts; only meaningful with a delay); the wall time includes the battle's
+  start (its attempt workers start with it);
+- attempts/s, the share of attempts scoring 1.0 (calibration: must be all), peak memory (PSS) of the green agent's
+  process tree (serving process, attempt workers, sandboxes, scoring workers), and ``/health`` p99 / max polled every
+  50 ms.
+
+Targets on a 2-core machine: concurrency 256 with a 2 s delay within 1.5x ideal, every attempt 1.0, /health p99 under
+250 ms (on 16 cores: 1 s delay at 256 within 1.15x, raw throughput at least 100 attempts/s). Exit 1 when a run with
+a target misses it. The machine's load matters: the script prints ``os.getloadavg()`` before each run.
+
+    .venv/bin/python benchmarks/bench_latency_hiding.py                      # the default matrix
+    .venv/bin/python benchmarks/bench_latency_hiding.py --runs 2:256:320 --workers 2
+    .venv/bin/python benchmarks/bench_latency_hiding.py --runs 0:64:320      # raw throughput, no delay
+
+``--runs`` takes ``delay:concurrency:attempts`` items (attempts a multiple of 40: retail/test x k). Every process
+started here runs in a process group of its own and is stopped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from launcher.cli.assessment_client import run_assessment  # noqa: E402
+from launcher.ports import free_ports  # noqa: E402
+
+DEFAULT_RUNS = "2:16:160,2:64:320,2:256:320,2:512:640,0:64:320,0:256:320"
+TASKS = 40
+"""retail/test."""
+RATIO_TARGET = 1.5
+HEALTH_P99_TARGET_S = 0.250
+TOKEN = secrets.token_urlsafe(16)
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+# --- the delay proxy (a process of its own: ``bench_latency_hiding.py proxy ...``) --------------------------------
+
+
+def proxy_app(upstream: str, delay_s: float) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """An ASGI app forwarding every request to ``upstream``; POSTs (A2A calls) wait ``delay_s`` first."""
+    client = httpx.AsyncClient(base_url=upstream, timeout=600, limits=httpx.Limits(max_connections=2048))
+    hop = {"host", "content-length", "transfer-encoding", "connection"}
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await client.aclose()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if scope["method"] == "POST" and delay_s > 0:
+            await asyncio.sleep(delay_s)
+        headers = [(k.decode(), v.decode()) for k, v in scope["headers"] if k.decode().lower() not in hop]
+        reply = await client.request(scope["method"], scope["path"], content=body, headers=headers)
+        out = [(k.encode(), v.encode()) for k, v in reply.headers.items() if k.lower() not in hop]
+        await send({"type": "http.response.start", "status": reply.status_code, "headers": out})
+        await send({"type": "http.response.body", "body": reply.content})
+
+    return app
+
+
+def serve_proxy(port: int, upstream: str, delay_s: float) -> None:
+    import uvicorn
+
+    uvicorn.run(proxy_app(upstream, delay_s), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+# --- the driver --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    delay_s: float
+    concurrency: int
+    attempts: int
+
+
+@dataclass
+class Figures:
+    run: Run
+    load: tuple[float, float, float]
+    wall_s: float
+    calls: int
+    longest: int
+    perfect: int
+    attempts: int
+    peak_mb: float
+    health: list[float]
+    health_failures: int
+
+    @property
+    def ideal_s(self) -> float:
+        return max(self.longest, self.calls / self.run.concurrency) * self.run.delay_s
+
+    @property
+    def ratio(self) -> float | None:
+        return self.wall_s / self.ideal_s if self.run.delay_s > 0 and self.ideal_s > 0 else None
+
+    def p99(self) -> float:
+        ordered = sorted(self.health) or [float("inf")]
+        return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+    def missed(self) -> list[str]:
+        """The targets this run misses (the ratio target applies to concurrency 256 with a 2 s delay)."""
+        misses = []
+        if self.perfect != self.attempts or self.attempts != self.run.attempts:
+            misses.append(f"calibration {self.perfect}/{self.run.attempts}")
+        if self.p99() >= HEALTH_P99_TARGET_S or self.health_failures:
+            misses.append(f"/health p99 {self.p99() * 1000:.0f} ms, {self.health_failures} failed polls")
+        ratio = self.ratio
+        if self.run.delay_s == 2 and self.run.concurrency == 256 and ratio is not None and ratio > RATIO_TARGET:
+            misses.append(f"ratio {ratio:.2f} > {RATIO_TARGET}")
+        return misses
+
+
+@contextlib.asynccontextmanager
+async def started(argv: list[str], env: dict[str, str] | None = None) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A child in a process group of its own, killed with its group on exit."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        start_new_session=True,
+        stdout=asyncio.subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # whatever of the group outlived its leader
+
+
+async def ready(url: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=2) as http:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(url)).status_code == 200:
+                    return
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {timeout_s} s")
+
+
+async def poll_health(url: str, samples: list[float], failures: list[int], stop: asyncio.Event) -> None:
+    async with httpx.AsyncClient(timeout=5) as http:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                (await http.get(url)).raise_for_status()
+                samples.append(time.perf_counter() - t0)
+            except httpx.HTTPError:
+                failures.append(1)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.05)
+
+
+async def watch_memory(pid: int, peak: list[float], stop: asyncio.Event) -> None:
+    def tree_rss() -> float:
+        try:
+            root = psutil.Process(pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return 0.0
+        total = 0
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                total += process.memory_full_info().pss  # forked sandboxes share pages: RSS would count them again
+        return total / 2**20
+
+    while not stop.is_set():
+        peak[0] = max(peak[0], await asyncio.to_thread(tree_rss))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.5)
+
+
+async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) -> Figures:
+    white_port, proxy_port, green_port = free_ports(3)
+    white_url, proxy_url = f"http://127.0.0.1:{white_port}", f"http://127.0.0.1:{proxy_port}"
+    green_url = f"http://127.0.0.1:{green_port}"
+    white_argv = [python, "-m", "white_agent", "--kind", "replay", "--port", str(white_port)]
+    white_argv += ["--card-url", proxy_url + "/", "--max-contexts", "5000"]
+    proxy_argv = [python, __file__, "proxy", "--port", str(proxy_port), "--upstream", white_url]
+    proxy_argv += ["--delay", str(run.delay_s)]
+    green_argv = [python, "-m", "green_agent", "--port", str(green_port), "--runs-dir", str(runs_dir)]
+    green_argv += ["--max-concurrency", "1024", "--max-attempts-in-flight", "1024"]
+    green_argv += ["--workers", str(workers)] if workers is not None else []
+    k = run.attempts // TASKS
+    config = {"mode": "all", "domain": "retail", "split": "test", "k": k, "calibration": True}
+    config |= {"concurrency": run.concurrency, "attempt_timeout_s": 1800, "turn_timeout_s": 600}
+    env = {"ARENA_OPERATOR_TOKEN": TOKEN}
+    async with started(white_argv), started(proxy_argv), started(green_argv, env) as green:
+        await asyncio.gather(ready(f"{white_url}/.well-known/agent-card.json"), ready(f"{green_url}/health"))
+        await ready(f"{proxy_url}/.well-known/agent-card.json")
+        await asyncio.sleep(5)  # let the green agent's scoring workers and fork server warm up
+        load = os.getloadavg()
+        samples: list[float] = []
+        failures: list[int] = []
+        peak = [0.0]
+        stop = asyncio.Event()
+        watchers = [
+            asyncio.create_task(poll_health(f"{green_url}/health", samples, failures, stop)),
+            asyncio.create_task(watch_memory(green.pid, peak, stop)),
+        ]
+        battle_id = f"latency-{int(run.delay_s * 1000)}-{run.concurrency}-{run.attempts}-{secrets.token_hex(3)}"
+        t0 = time.perf_counter()
+        try:
+            outcome = await run_assessment(
+                green_url, proxy_url + "/", config, battle_id=battle_id, operator_token=TOKEN, idle_timeout_s=900
+            )
+        finally:
+            wall = time.perf_counter() - t0
+            stop.set()
+            await asyncio.gather(*watchers)
+    if outcome.state != "completed":
+        raise RuntimeError(f"battle {battle_id} ended {outcome.state}: {outcome.error}")
+    summary = json.loads((runs_dir / battle_id / "summary.json").read_text(encoding="utf-8"))
+    attempts = summary["attempts"]
+    steps = [int(a["steps"]) for a in attempts]
+    return Figures(
+        run=run,
+        load=load,
+        wall_s=wall,
+        calls=sum(steps),
+        longest=max(steps, default=0),
+        perfect=sum(1 for a in attempts if a.get("reward") == 1.0),
+        attempts=len(attempts),
+        peak_mb=peak[0],
+        health=samples,
+        health_failures=len(failures),
+    )
+
+
+def row(f: Figures) -> str:
+    ratio = f"{f.ratio:.2f}" if f.ratio is not None else "-"
+    delay = f"{f.run.delay_s:g} s" if f.run.delay_s else "none"
+    health = f"{f.p99() * 1000:.0f} / {max(f.health, default=0) * 1000:.0f} ms"
+    return (
+        f"| {delay} | {f.run.concurrency} | {f.attempts} | {f.wall_s:.1f} s | {f.ideal_s:.1f} s | {ratio} | "
+        f"{f.attempts / f.wall_s:.1f} | {f.perfect}/{f.run.attempts} | {f.peak_mb:.0f} MB | {health} | "
+        f"{f.load[0]:.1f} | {', '.join(f.missed()) or 'ok'} |"
+    )
+
+
+def parse_runs(text: str) -> list[Run]:
+    runs = []
+    for item in text.split(","):
+        delay, concurrency, attempts = item.split(":")
+        if int(attempts) % TASKS:
+            raise SystemExit(f"--runs: attempts must be a multiple of {TASKS} (retail/test x k), got {attempts}")
+        runs.append(Run(float(delay), int(concurrency), int(attempts)))
+    return runs
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    runs = parse_runs(args.runs)
+    print(f"cores {os.cpu_count()}, workers {args.workers or 'default (one per core)'}; load before: {os.getloadavg()}")
+    print(
+        "| delay | concurrency | attempts | wall | ideal | ratio | attempts/s | score 1.0 | peak memory | "
+        "/health p99 / max | load | targets |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="arena-latency-") as tmp:
+        for run in runs:
+            figures = await measure(run, args.workers, Path(tmp), sys.executable)
+            print(row(figures), flush=True)
+            failed = failed or bool(figures.missed())
+    return 1 if failed else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command")
+    proxy = sub.add_parser("proxy", help="(internal) serve the delay proxy")
+    proxy.add_argument("--port", type=int, required=True)
+    proxy.add_argument("--upstream", required=True)
+    proxy.add_argument("--delay", type=float, required=True)
+    parser.add_argument("--runs", default=DEFAULT_RUNS, help="delay:concurrency:attempts items (default %(default)s)")
+    parser.add_argument("--workers", type=int, default=None, help="arena-green --workers (default: its own)")
+    args = parser.parse_args()
+    if args.command == "proxy":
+        serve_proxy(args.port, args.upstream, args.delay)
+        return 0
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -219,8 +220,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(describe(report), file=sys.stderr)
         runs_home = next((report.runs_home for report in reports if report.runs_home is not None), None)
     app = create_app(settings, runs_home=runs_home)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    _ReadyServer(config).run()
     return 0
+
+
+class _ReadyServer(uvicorn.Server):
+    """uvicorn, saying once it listens: ``arena backend ready: URL`` (the battle pages are at /ui/)."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start-up, then one ready line with the URL on standard error (once it listens)."""
+        await super().startup(sockets=sockets)
+        if self.started:
+            port = self.servers[0].sockets[0].getsockname()[1] if self.servers else self.config.port
+            url = f"http://{self.config.host}:{port}"
+            print(f"arena backend ready: {url} (battle pages: {url}/ui/battles)", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

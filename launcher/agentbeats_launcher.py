@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -308,4 +310,16 @@ def run_launcher(
         ready_timeout_s=ready_timeout_s,
     )
     app = build_launcher_app(launcher, autostart=autostart)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    _ReadyServer(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)).run()
+
+
+class _ReadyServer(uvicorn.Server):
+    """uvicorn, saying once it listens: ``arena launcher ready: URL``."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start-up, then one ready line with the URL on standard error (once it listens)."""
+        await super().startup(sockets=sockets)
+        if self.started:
+            port = self.servers[0].sockets[0].getsockname()[1] if self.servers else self.config.port
+            url = f"http://{self.config.host}:{port}"
+            print(f"arena launcher ready: {url} (POST /launch, GET /status, GET /health)", file=sys.stderr, flush=True)

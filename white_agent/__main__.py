@@ -63,6 +63,13 @@ class PromptServer(uvicorn.Server):
         super().__init__(config)
         self._before_shutdown = before_shutdown
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start-up, then one ready line with the URL on standard error (once it listens)."""
+        await super().startup(sockets=sockets)
+        if self.started:
+            port = self.servers[0].sockets[0].getsockname()[1] if self.servers else self.config.port
+            print(f"arena-white ready: http://{self.config.host}:{port}", file=sys.stderr, flush=True)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Abandon the deliberately hanging turns, then uvicorn's graceful shutdown."""
         if self._before_shutdown is not None:

@@ -96,6 +96,13 @@ class BackendApi:
             raise BackendError(f"POST {self.base_url}/agents answered without an agent_id: {str(record)[:300]}")
         return agent_id
 
+    async def agents(self) -> list[dict[str, Any]]:
+        """``GET /agents``: the registered agents (records that are not objects are left out)."""
+        records = await self._call("GET", "/agents", expect=(200,), attempts=SETUP_ATTEMPTS)
+        if not isinstance(records, list):
+            raise BackendError(f"GET {self.base_url}/agents answered {str(records)[:200]}")
+        return [record for record in records if isinstance(record, dict)]
+
     async def create_battle(self, body: dict[str, Any]) -> str:
         """``POST /battles``; the new battle's id."""
         record = await self._call("POST", "/battles", expect=(200, 201), body=body, attempts=SETUP_ATTEMPTS)

@@ -37,6 +37,7 @@ from green_agent.engine.config import ConfigError, remote_config_dict
 from green_agent.wire.process import DEFAULT_RETENTION_S
 from launcher.cli.assessment_client import AssessmentError, AssessmentOutcome, run_assessment
 from launcher.cli.backend_api import BackendApi, BackendError
+from launcher.cli.backend_dirs import merge_into_run
 from launcher.cli.backend_record import BackendRunRecord, read_record
 from launcher.cli.backend_run import (
     LOCAL,
@@ -308,4 +309,8 @@ async def execute_backend_resume(options: BackendRunOptions, target: str, consol
             report.error = f"received {group.received_signal.name}"
             return report
         raise
+    if record.database and (staging := Path(record.database).parent).parent.resolve() == options.run.runs_dir.resolve():
+        # An earlier run stopped before its logs and database joined the battle's run directory: now they do.
+        moved = await asyncio.to_thread(merge_into_run, staging, prepared.run_dir)
+        report.backend_db = moved or report.backend_db
     return report

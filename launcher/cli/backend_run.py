@@ -38,7 +38,6 @@ import contextlib
 import dataclasses
 import logging
 import math
-import secrets
 import time
 import webbrowser
 from collections.abc import Awaitable, Callable
@@ -46,17 +45,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from rich.console import Console
 
 from green_agent.engine.battle_ids import run_dir_for
-from green_agent.engine.config import BattleConfig, ConfigError, remote_config_dict
-from green_agent.wire.agentbeats import REFUSALS
+from green_agent.engine.config import ConfigError, remote_config_dict
 from green_agent.wire.process import DEFAULT_RETENTION_S, OUTBOX_FILE
 from launcher.cli.assessment_client import AssessmentOutcome
+from launcher.cli.backend_agents import GREEN_ALIAS, earlier_ports, register_or_reuse, registered_agents, white_alias
 from launcher.cli.backend_api import BackendApi, BackendError
+from launcher.cli.backend_battle import LOCAL, estimate_battle_timeout, judge_battle, parse_backend, result_event
+from launcher.cli.backend_dirs import DATABASE_FILE, merge_into_run
 from launcher.cli.backend_follow import Follower, GreenWatch
 from launcher.cli.backend_record import BackendRunRecord, record_battle, resume_command
 from launcher.cli.battle_display import BattleDisplay, say
@@ -81,14 +81,25 @@ from launcher.processes import ProcessError, ProcessGroup, wait_until_ready
 
 logger = logging.getLogger(__name__)
 
-LOCAL = "local"
+__all__ = [  # the battle's pure helpers live in backend_battle.py; callers import them from here too
+    "LOCAL",
+    "BackendRunOptions",
+    "BackendRunReport",
+    "battle_page_url",
+    "estimate_battle_timeout",
+    "execute_backend_run",
+    "is_arena_backend",
+    "judge_battle",
+    "local_backend_argv",
+    "parse_backend",
+    "result_event",
+]
+
 WHITE_PARTICIPANT = "white_agent"
 """The participant name our green agent requires (the name in ``opponents``; the winner is reported by alias)."""
 _POLL_FAILURES_TOLERATED = 5
 _OUTAGE_MAX_DELAY_S = 5.0
 """Longest pause between two polls of an unreachable backend."""
-_UPPER_BOUND_TASKS_PER_DOMAIN = 200
-"""Mode "all" runs a whole split; no tau2 split is larger, so the timeout estimate stays an upper bound."""
 
 
 @dataclass
@@ -119,34 +130,6 @@ class BackendRunReport(RunReport):
     agent_ids: dict[str, str] = field(default_factory=dict)
 
 
-def parse_backend(value: str) -> str:
-    """``local`` or an http(s) URL without a trailing slash; ConfigError naming ``--backend`` otherwise."""
-    value = value.strip()
-    if value == LOCAL:
-        return LOCAL
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(
-            f"--backend: expected 'local' or an http(s) URL of an AgentBeats-compatible backend, got {value!r}"
-        )
-    return value.rstrip("/")
-
-
-def estimate_battle_timeout(config: BattleConfig) -> float:
-    """A ``battle_timeout`` no honest run of ``config`` exceeds: every wave of attempts at its time limit, plus slack.
-
-    The backend turns an expired timeout into a draw and refuses the late result, so this errs on the large side.
-    """
-    if config.mode == "manual":
-        tasks = len(config.task_indices)
-    elif config.mode == "random":
-        tasks = config.num_tasks
-    else:
-        tasks = _UPPER_BOUND_TASKS_PER_DOMAIN * len(config.domains)
-    waves = math.ceil(tasks * config.k / config.concurrency)
-    return float(max(600.0, waves * config.attempt_timeout_s + 300.0))
-
-
 def local_backend_argv(port: int, db_path: Path, *, python: str) -> list[str]:
     """Our backend for one run: loopback only, its SQLite file in the run directory."""
     argv = [python, "-m", "battle_backend", "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path)]
@@ -161,32 +144,6 @@ def is_arena_backend(health: dict[str, Any]) -> bool:
 def battle_page_url(backend_url: str, battle_id: str, *, arena: bool) -> str:
     """Our backend's live page, or (AgentBeats ships no page in its wheel) the battle's JSON."""
     return f"{backend_url}/ui/battles/{battle_id}" if arena else f"{backend_url}/battles/{battle_id}"
-
-
-def result_event(battle: dict[str, Any]) -> dict[str, Any] | None:
-    """The last ``is_result`` entry of the battle's history (it carries the markdown summary)."""
-    for event in reversed(battle.get("interact_history") or []):
-        if isinstance(event, dict) and event.get("is_result"):
-            return event
-    return None
-
-
-def judge_battle(battle: dict[str, Any]) -> tuple[int, str | None]:
-    """The exit code and error message for a battle the backend reports as over."""
-    state = battle.get("state")
-    if state == "error":
-        return EXIT_HARNESS_ERROR, f"the backend stopped the battle: {battle.get('error') or 'no reason given'}"
-    result: dict[str, Any] = battle.get("result") or {}
-    detail: dict[str, Any] = result["detail"] if isinstance(result.get("detail"), dict) else {}
-    score: dict[str, Any] = result["score"] if isinstance(result.get("score"), dict) else {}
-    if "timeout" in (result.get("reason"), score.get("reason")):
-        return EXIT_HARNESS_ERROR, "the battle timed out on the backend (a draw); later results are refused"
-    if isinstance(detail.get("attempts"), list):
-        return EXIT_OK, None
-    event = result_event(battle) or {}
-    message = str(event.get("message") or detail.get("error") or "the result holds no attempts")
-    # Our green agent says why a result holds no attempts in detail["reason"]; a refusal is a configuration error.
-    return (EXIT_CONFIG_ERROR if str(detail.get("reason")) in REFUSALS else EXIT_HARNESS_ERROR), message
 
 
 async def _follow(
@@ -274,7 +231,7 @@ async def _connect_backend(
         return target
     url = loopback_url(port)
     display.status("starting the battle backend")
-    report.backend_db = prepared.run_dir / "backend.sqlite3"
+    report.backend_db = prepared.run_dir / DATABASE_FILE
     proc = group.start("backend", local_backend_argv(port, report.backend_db, python=options.run.python))
     await wait_until_ready(proc, url + "/health", timeout_s=options.run.startup_timeout_s)
     display.line(f"battle backend: {url} (database {report.backend_db})")
@@ -326,20 +283,49 @@ async def execute_backend_run(options: BackendRunOptions, console: Console) -> B
                 await _keep_serving(console, report.backend_url)
     except (ProcessError, BackendError) as error:
         say(console, str(error), label="error:")
-        say(console, f"logs: {prepared.log_dir}")
+        say(console, f"logs: {_final_run_dir(prepared, options, report) / 'logs'}")
         hint = resume_command(prepared.scenario_file, options.backend, options.run.runs_dir, report.battle_id)
         if hint is not None:
             say(console, f"resume with: {hint}")
         report.exit_code = EXIT_HARNESS_ERROR
         report.error = str(error)
     except asyncio.CancelledError:
+        await _one_run_dir(prepared, options, report)
         if group.received_signal is not None:
             say(console, f"stopped by {group.received_signal.name}; all agents stopped")
             report.exit_code = 128 + int(group.received_signal)
             report.error = f"received {group.received_signal.name}"
             return report
         raise
+    await _one_run_dir(prepared, options, report)
     return report
+
+
+def _final_run_dir(prepared: PreparedRun, options: BackendRunOptions, report: BackendRunReport) -> Path:
+    """The battle's run directory once the backend named it (before: the one ``arena run`` started in)."""
+    return options.run.runs_dir / report.battle_id if report.battle_id else prepared.run_dir
+
+
+async def _one_run_dir(prepared: PreparedRun, options: BackendRunOptions, report: BackendRunReport) -> None:
+    """After every child stopped: the logs and the database join the battle's run directory (one per battle)."""
+    if report.battle_id is None:
+        return
+    moved = await asyncio.to_thread(merge_into_run, prepared.run_dir, options.run.runs_dir / report.battle_id)
+    if moved is not None:
+        report.backend_db = moved
+
+
+async def _open_page(display: BattleDisplay, url: str, *, arena: bool) -> None:
+    """``--open``: the battle page in a browser, or one line saying why not (with the URL to open by hand)."""
+    if not arena:
+        display.line(f"--open: this backend serves no battle page; the battle is at {url}")
+        return
+    try:
+        opened = await asyncio.to_thread(webbrowser.open, url)
+    except (webbrowser.Error, OSError):
+        opened = False
+    if not opened:
+        display.line(f"--open: no web browser could be started here; open {url} yourself")
 
 
 async def _run_battle(
@@ -363,7 +349,13 @@ async def _run_battle(
         arena = is_arena_backend(await api.health())
         # Behind launchers: the backend resets every agent through its launcher before the battle.
         agent_options = dataclasses.replace(run, with_launchers=True)
-        tag = secrets.token_hex(2)
+        agents = await registered_agents(api) if target != LOCAL else []  # reused when registered alike
+        white_name = white_alias(scenario.white_agent)
+        if earlier := await asyncio.to_thread(earlier_ports, agents, white_name, [backend_port, green_port]):
+            white_port, white_launcher_port = earlier
+        taken = [backend_port, white_port, white_launcher_port]
+        if earlier := await asyncio.to_thread(earlier_ports, agents, GREEN_ALIAS, taken):
+            green_port, green_launcher_port = earlier
         white_launcher = ""
         if scenario.white_agent.kind == "external":
             white_url = str(scenario.white_agent.url)
@@ -399,20 +391,23 @@ async def _run_battle(
         report.pids = [p.pid for p in group.processes]
 
         display.status("registering the agents")
-        white_alias = f"arena-{scenario.white_agent.kind}-white-{tag}"
-        white_id = await api.register(
-            {"alias": white_alias, "agent_url": white_url, "launcher_url": white_launcher, "is_green": False}
+        white_id = await register_or_reuse(
+            api,
+            agents,
+            {"alias": white_name, "agent_url": white_url, "launcher_url": white_launcher, "is_green": False},
         )
         battle_timeout = options.battle_timeout_s or estimate_battle_timeout(config)
-        green_id = await api.register(
+        green_id = await register_or_reuse(
+            api,
+            agents,
             {
-                "alias": f"arena-green-{tag}",
+                "alias": GREEN_ALIAS,
                 "agent_url": green_url,
                 "launcher_url": loopback_url(green_launcher_port),
                 "is_green": True,
                 "participant_requirements": [{"role": "blue_agent", "name": WHITE_PARTICIPANT, "required": True}],
                 "battle_timeout": math.ceil(battle_timeout),
-            }
+            },
         )
         report.agent_ids = {"white_agent": white_id, "green_agent": green_id}
         battle_id = await api.create_battle(
@@ -423,13 +418,15 @@ async def _run_battle(
             }
         )
         report.battle_id = battle_id
+        if run.battle_id is not None and run.battle_id != battle_id:  # the logs and database move there at the end
+            display.line(f"the backend names the battle {battle_id}: its run directory is {run.runs_dir / battle_id}")
         # The green agent's run directory is named after the backend's battle id: what --resume --backend needs.
         record = BackendRunRecord(
             backend=target,
             backend_url=backend_url,
             database=str(report.backend_db) if report.backend_db is not None else None,
             battle_timeout_s=battle_timeout,
-            white_alias=white_alias,
+            white_alias=white_name,
         )
         with contextlib.suppress(ConfigError):  # an id that is no directory name: the green agent refuses it too
             await asyncio.to_thread(
@@ -437,8 +434,8 @@ async def _run_battle(
             )
         report.battle_url = battle_page_url(backend_url, battle_id, arena=arena)
         display.line(f"battle page: {report.battle_url}" if arena else f"battle {battle_id}: {report.battle_url}")
-        if options.open_browser and arena:
-            await asyncio.to_thread(webbrowser.open, report.battle_url)
+        if options.open_browser:
+            await _open_page(display, report.battle_url, arena=arena)
         display.status(f"battle {battle_id}")
         # The backend's own timeout ends the battle; ours only guards against a backend that never does.
         deadline_s = battle_timeout + 300.0
@@ -485,6 +482,7 @@ async def _conclude(
         return
     extra = [f"winner (as the backend records it): {result.get('winner')}"]
     if (db := report.backend_db) is not None and not options.keep_backend:
+        db = summary_path.parent / DATABASE_FILE if db.name == DATABASE_FILE else db  # where it ends up
         extra.append(f"the run's backend stops now; to browse this battle again: arena backend --db {db}")
     # The verdict, the gates and the exit code (0, 1 or 5) are direct mode's, read from the same summary.json.
     elapsed = time.monotonic() - started

@@ -26,6 +26,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from launcher.cli.eval_reasons import case_reason, conversation_reason
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUT_DIR = Path("runs") / "evaluations"
@@ -73,7 +75,7 @@ def _judge_settings(cache: Path | None, no_cache: bool, base_url: str | None, pr
 
 def _print_run(result: dict[str, Any], console: Console) -> None:
     table = Table(title="Conversations (each one trial)", show_lines=False)
-    for column in ("session", "assistant", "status", "correct", "answer scores", "tool correctness"):
+    for column in ("session", "assistant", "status", "correct", "answer scores", "tool correctness", "why"):
         table.add_column(column)
     for conv in result["per_conversation_metrics"]:
         scores = ", ".join(_fmt(s, 2) for s in conv["correctness_scores"])
@@ -87,6 +89,7 @@ def _print_run(result: dict[str, Any], console: Console) -> None:
             f"{conv['correct_interactions']}/{conv['total_interactions']}",
             scores,
             tool_text,
+            escape(conversation_reason(conv)),
         )
     console.print(table)
     agg = result["aggregated_metrics"]
@@ -269,7 +272,7 @@ async def _run_csv(
 
 def _print_csv(result: dict[str, Any], console: Console) -> None:
     table = Table(title="Test cases")
-    for column in ("test", "status", "tool selection", "arguments", "faithfulness", "overall", "note"):
+    for column in ("test", "status", "tool selection", "arguments", "faithfulness", "overall", "why"):
         table.add_column(column)
     for case in result["cases"]:
         scores = case["scores"]
@@ -277,8 +280,7 @@ def _print_csv(result: dict[str, Any], console: Console) -> None:
             f"[{_colour(scores.get(k))}]{_fmt(scores.get(k), 2)}[/{_colour(scores.get(k))}]"
             for k in ("tool_selection", "argument_match", "faithfulness", "overall")
         ]
-        note = case.get("error") or "; ".join(case.get("notes") or []) or ""
-        table.add_row(escape(case["test_id"]), case["status"], *cells, escape(note[:80]))
+        table.add_row(escape(case["test_id"]), case["status"], *cells, escape(case_reason(case)))
     console.print(table)
     summary = result.get("summary")
     if summary:

@@ -1,0 +1,104 @@
+"""``arena run --backend URL`` reuses the agents it registered before instead of registering a new pair every run.
+
+Why: every registration stays in the backend (its battle records and pages refer to it), so a new pair per run
+filled an AgentBeats backend's agent list with copies and split one agent's rating over them. An agent is looked up
+by what it was registered with (``GET /agents``, ``register_info``): the same alias (stable: the green agent's, or
+the white agent's kind plus a hash of its scenario table, so two different reference agents never share one), the
+same agent and launcher URLs, the same battle timeout and participants. The agents ``arena run`` starts get the
+ports of their earlier registration when those are free on loopback, so their URLs match; otherwise, or when the
+lookup fails (it is best-effort: a backend that cannot list its agents still gets its registration), a new agent is
+registered. A ``local`` backend is new for every run: nothing to reuse there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from launcher.cli.backend_api import BackendApi, BackendError
+from launcher.cli.scenario import WhiteAgentConfig
+
+logger = logging.getLogger(__name__)
+
+GREEN_ALIAS = "arena-green"
+
+
+def white_alias(white: WhiteAgentConfig) -> str:
+    """``arena-<kind>-white-<hash of the [white_agent] table>``: one registration per distinct agent under test."""
+    table = json.dumps(white.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return f"arena-{white.kind}-white-{hashlib.sha256(table.encode()).hexdigest()[:8]}"
+
+
+async def registered_agents(api: BackendApi) -> list[dict[str, Any]]:
+    """The backend's agents, or none when it cannot list them (then everything is registered anew)."""
+    try:
+        return await api.agents()
+    except BackendError as error:
+        logger.info("cannot list the backend's agents (%s): registering new ones", error)
+        return []
+
+
+def _info(agent: Mapping[str, Any]) -> Mapping[str, Any]:
+    info = agent.get("register_info")
+    return info if isinstance(info, Mapping) else {}
+
+
+def _port(url: object) -> int | None:
+    if not isinstance(url, str) or not url:
+        return None
+    try:
+        return httpx.URL(url).port
+    except (httpx.InvalidURL, ValueError):
+        return None
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a TIME_WAIT port is free
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def earlier_ports(agents: Sequence[Mapping[str, Any]], alias: str, taken: Sequence[int]) -> tuple[int, int] | None:
+    """(agent port, launcher port) of the newest registration of ``alias`` on loopback, when both are free now and
+    not among ``taken``. Blocking (binds two sockets): call it in a worker thread."""
+    for agent in reversed(agents):
+        info = _info(agent)
+        if info.get("alias") != alias:
+            continue
+        ports = (_port(info.get("agent_url")), _port(info.get("launcher_url")))
+        urls = (str(info.get("agent_url")), str(info.get("launcher_url")))
+        if not all(url.startswith("http://127.0.0.1:") for url in urls):
+            continue
+        agent_port, launcher_port = ports
+        if agent_port is None or launcher_port is None or agent_port == launcher_port:
+            continue
+        if agent_port in taken or launcher_port in taken:
+            continue
+        if _free(agent_port) and _free(launcher_port):
+            return agent_port, launcher_port
+    return None
+
+
+def same_registration(agent: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
+    """Whether ``agent`` was registered with ``body`` (every field of it; numbers compare as numbers)."""
+    info = _info(agent)
+    return all(key in info and info[key] == value for key, value in body.items())
+
+
+async def register_or_reuse(api: BackendApi, agents: Sequence[Mapping[str, Any]], body: dict[str, Any]) -> str:
+    """The id of the agent registered with ``body``: an earlier one, else a new registration."""
+    for agent in reversed(agents):
+        agent_id = agent.get("agent_id")
+        if isinstance(agent_id, str) and agent_id and same_registration(agent, body):
+            return agent_id
+    return await api.register(body)

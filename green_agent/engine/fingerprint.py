@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "LEGACY_DISTRIBUTION",
@@ -53,11 +53,15 @@ class Tau2Build(_Frozen):
 class DomainFingerprint(_Frozen):
     """sha256 of a domain's files: ``database`` (db.* and user_db.* in the domain's data folder), ``policy`` (its
     .md files, e.g. the policy and telecom's manuals) and ``tools`` (the domain's tau2 Python sources: tools,
-    environment, data model)."""
+    environment, data model). banking_knowledge (upstream tau2 v1.0.x) also has ``retrieval`` (the retrieval
+    variant its environments and policy were built with) and ``knowledge`` (its knowledge-base documents); its
+    ``policy`` covers its prompt templates. Both are left out of the JSON for other domains."""
 
     database: str
     policy: str
     tools: str
+    retrieval: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    knowledge: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class UserSimulatorFingerprint(_Frozen):
@@ -130,7 +134,7 @@ def incomparabilities(a: Fingerprint | None, b: Fingerprint | None, shared_tasks
         if da is None or db is None:
             lines.append(f"{domain}: domain files unknown in {'A' if da is None else 'B'}")
             continue
-        for part in ("database", "policy", "tools"):
+        for part in ("retrieval", "database", "policy", "knowledge", "tools"):
             if getattr(da, part) != getattr(db, part):
                 lines.append(f"{domain} {part}: A {_short(getattr(da, part))}, B {_short(getattr(db, part))}")
     changed = [key for key in shared if a.tasks.get(key) != b.tasks.get(key)]

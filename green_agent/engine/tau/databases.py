@@ -414,23 +414,30 @@ def database_hash(database: BaseModel) -> str:
 # --- environments --------------------------------------------------------------------------------------------------
 
 
-def environment_on(domain: str, databases: Callable[[str, str], BaseModel], solo_mode: bool = False) -> Environment:
-    """``tau2.domains.<domain>.environment.get_environment`` with its databases given by ``databases``."""
+def environment_on(
+    domain: str, databases: Callable[[str, str], BaseModel], solo_mode: bool = False, **kwargs: Any
+) -> Environment:
+    """``tau2.domains.<domain>.environment.get_environment`` with its databases given by ``databases``; ``kwargs``
+    go to it as they are (banking_knowledge's variant, task and read-log allowlist: its database is not in
+    :data:`DB_SOURCES`, tau2 reads it, ~6 ms)."""
+    from green_agent.engine.tau.banking import environment_kwargs
+
     module = importlib.import_module(f"tau2.domains.{domain}.environment")
     given = {keyword: databases(domain, keyword) for keyword in DB_SOURCES.get(domain, {})}
-    environment: Environment = module.get_environment(**given, solo_mode=solo_mode)
+    kwargs = {**environment_kwargs(domain, None, None), **kwargs}  # banking_knowledge: never tau2's hosted default
+    environment: Environment = module.get_environment(**given, solo_mode=solo_mode, **kwargs)
     return environment
 
 
-def lazy_environment(domain: str) -> Environment:
+def lazy_environment(domain: str, **kwargs: Any) -> Environment:
     """A fresh tau2 environment of ``domain`` over lazy copies of the template databases (see the module docs)."""
-    return environment_on(domain, lazy_database)
+    return environment_on(domain, lazy_database, **kwargs)
 
 
-def template_environment(domain: str) -> Environment:
+def template_environment(domain: str, **kwargs: Any) -> Environment:
     """An environment *on the template databases themselves*: for a process that is thrown away after one attempt
     (a forked tool sandbox), where nothing else will ever read the template. Never in a long-lived process."""
-    return environment_on(domain, lambda d, keyword: template(d, keyword).database)
+    return environment_on(domain, lambda d, keyword: template(d, keyword).database, **kwargs)
 
 
 def agent_database_hash(environment: Environment) -> str | None:

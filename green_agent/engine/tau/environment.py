@@ -32,6 +32,7 @@ most over every gold action of the test splits) plus the pipe round trip.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from copy import deepcopy
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import TypeAdapter
 
+from green_agent.engine.tau.banking import environment_kwargs, policy_key
 from green_agent.engine.tau.databases import environment_on, template_environment, validated
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.sandbox import SandboxFactory, SandboxInit, ToolFault, ToolSandbox
@@ -95,17 +97,30 @@ class ToolOutcome:
     error: bool
 
 
-def fresh_environment(domain: str, solo_mode: bool = False) -> Environment:
+def fresh_environment(domain: str, solo_mode: bool = False, **kwargs: Any) -> Environment:
     """A brand-new tau2 environment for ``domain`` with its own database objects.
 
-    Same result as tau2's ``get_environment(solo_mode=...)`` (same data, same hash), but the database file is
-    parsed once per process; validating the cached dict builds new objects every time, so environments share
-    nothing.
+    Same result as tau2's ``get_environment(solo_mode=..., **kwargs)`` (same data, same hash), but the database file
+    is parsed once per process; validating the cached dict builds new objects every time, so environments share
+    nothing. ``kwargs``: banking_knowledge's (:func:`environment_kwargs_of`).
     """
-    return environment_on(domain, validated, solo_mode)
+    return environment_on(domain, validated, solo_mode, **kwargs)
 
 
-_SCHEMAS: dict[str, tuple[str, str, str]] = {}
+def environment_kwargs_of(ref: TaskRef) -> dict[str, Any]:
+    """What ``get_environment`` takes for ``ref`` besides the databases (banking_knowledge: its retrieval variant,
+    the task and its read-log allowlist, :mod:`green_agent.engine.tau.banking`; nothing for other domains)."""
+    return environment_kwargs(ref.domain, ref.task, ref.retrieval)
+
+
+_SCHEMAS: dict[tuple[str, str | None, str | None], tuple[str, str, str]] = {}
+"""(domain, retrieval variant, task for a task-specific policy) -> tool schemas and policy: what they depend on
+(:func:`~green_agent.engine.tau.banking.policy_key`). Bounded by the tasks a process plays (golden_retrieval's
+policy is per task; every other variant and domain has one entry)."""
+_SCHEMAS_LOCK = threading.Lock()
+MAX_SCHEMAS = 512
+"""Entries kept in :data:`_SCHEMAS`; beyond that the oldest go (a process playing more distinct golden_retrieval
+tasks than this regenerates their schemas, ~20 ms each)."""
 
 
 def _schemas_of(env: Environment) -> tuple[str, str, str]:
@@ -114,18 +129,29 @@ def _schemas_of(env: Environment) -> tuple[str, str, str]:
     return json.dumps(tools), json.dumps(user_tools), env.get_policy()
 
 
-def _schemas_json(domain: str, env: Environment | None = None) -> tuple[str, str, str]:
-    """(tools JSON, user tools JSON, policy) of a domain: the same for every environment, ~20 ms to generate.
+def _schemas_json(domain: str, env: Environment | None = None, ref: TaskRef | None = None) -> tuple[str, str, str]:
+    """(tools JSON, user tools JSON, policy) of a domain (for ``ref``'s variant and task when given): the same for
+    every environment built with the same :func:`~green_agent.engine.tau.banking.policy_key`, ~20 ms to generate.
 
-    Computed once per process, from ``env`` when given (it is only read) or else from a fresh environment."""
-    if domain not in _SCHEMAS:
-        _SCHEMAS[domain] = _schemas_of(env if env is not None else fresh_environment(domain))
-    return _SCHEMAS[domain]
+    Computed once per process and key, from ``env`` when given (it is only read; it must have been built for ``ref``)
+    or else from a fresh environment."""
+    key = policy_key(domain, ref.task if ref is not None else None, ref.retrieval if ref is not None else None)
+    found = _SCHEMAS.get(key)
+    if found is None:
+        if env is None:
+            env = fresh_environment(domain, **(environment_kwargs_of(ref) if ref is not None else {}))
+        found = _schemas_of(env)
+        with _SCHEMAS_LOCK:
+            while len(_SCHEMAS) >= MAX_SCHEMAS:
+                del _SCHEMAS[next(iter(_SCHEMAS))]
+            _SCHEMAS[key] = found
+    return found
 
 
-def schemas(domain: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """Fresh copies of a domain's agent tools, user tools (OpenAI function schemas) and policy."""
-    tools, user_tools, policy = _schemas_json(domain)
+def schemas(domain: str, ref: TaskRef | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """Fresh copies of a domain's agent tools, user tools (OpenAI function schemas) and policy (for ``ref``'s
+    retrieval variant and task when given: banking_knowledge's depend on them)."""
+    tools, user_tools, policy = _schemas_json(domain, ref=ref)
     return json.loads(tools), json.loads(user_tools), policy
 
 
@@ -141,8 +167,9 @@ def build_environment(ref: TaskRef, *, disposable: bool = False) -> tuple[Enviro
     Runs inside a tool sandbox (blocking, CPU-bound). ``disposable``: this process serves this one attempt and is
     then thrown away (a forked sandbox), so the environment may work on the process's template databases
     themselves instead of a validated copy (:func:`~green_agent.engine.tau.databases.template_environment`)."""
-    _schemas_json(ref.domain)  # first use per domain costs a build: pay it here, off the event loop
-    env = template_environment(ref.domain) if disposable else fresh_environment(ref.domain)
+    _schemas_json(ref.domain, ref=ref)  # first use per domain costs a build: pay it here, off the event loop
+    kwargs = environment_kwargs_of(ref)
+    env = template_environment(ref.domain, **kwargs) if disposable else fresh_environment(ref.domain, **kwargs)
     state = ref.task.initial_state
     history: list[Message] = []
     if state is not None and state.message_history:
@@ -358,6 +385,7 @@ __all__ = [
     "ToolFault",
     "ToolOutcome",
     "build_environment",
+    "environment_kwargs_of",
     "fresh_environment",
     "schemas",
 ]

@@ -209,14 +209,17 @@ def provoking_assertion(error: BaseException) -> EnvAssertion | None:
     return found if isinstance(found, EnvAssertion) else None
 
 
-def evaluate(simulation: SimulationRun, task: Task, domain: str, gold: GoldCache | None = None) -> RewardInfo:
+def evaluate(
+    simulation: SimulationRun, task: Task, domain: str, gold: GoldCache | None = None, *, retrieval: str | None = None
+) -> RewardInfo:
     """What ``evaluate_simulation(simulation, task, EvaluationType.ALL, solo_mode=False, domain)`` returns or raises.
 
     Under upstream tau2 v1.0.x (``installed_tau2().flavour == "upstream"``) it *is* that call: v1.0.x's evaluator
     differs (tool types in action checks, NL assertions in 39 of retail's 40 test tasks' reward basis, which need
-    its LLM judge: offline that raises, a harness error, never the agent's), so nothing is re-derived there."""
+    its LLM judge: offline that raises, a harness error, never the agent's), so nothing is re-derived there; its
+    environments get what tau2's runner gives them (banking_knowledge: ``retrieval``, the task, its allowlist)."""
     if installed_tau2().flavour == "upstream":
-        return _upstream_evaluate(simulation, task, domain)
+        return _upstream_evaluate(simulation, task, domain, retrieval)
     if simulation.termination_reason not in SCORED:
         reason = simulation.termination_reason.value
         return RewardInfo(
@@ -260,11 +263,21 @@ def evaluate(simulation: SimulationRun, task: Task, domain: str, gold: GoldCache
     )
 
 
-def _upstream_evaluate(simulation: SimulationRun, task: Task, domain: str) -> RewardInfo:
-    """Upstream tau2's own ``evaluate_simulation`` (imports its evaluator and litellm on first use)."""
+def _upstream_evaluate(simulation: SimulationRun, task: Task, domain: str, retrieval: str | None = None) -> RewardInfo:
+    """Upstream tau2's own ``evaluate_simulation`` (imports its evaluator and litellm on first use), with the
+    environment arguments tau2's runner passes (``tau2.runner.build._build_env_kwargs``; none outside
+    banking_knowledge)."""
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
+    from green_agent.engine.tau.banking import environment_kwargs
+
+    extra = environment_kwargs(domain, task, retrieval)
     info: RewardInfo = evaluate_simulation(
-        simulation=simulation, task=task, evaluation_type=EvaluationType.ALL, solo_mode=False, domain=domain
+        simulation=simulation,
+        task=task,
+        evaluation_type=EvaluationType.ALL,
+        solo_mode=False,
+        domain=domain,
+        **({"env_kwargs": extra} if extra else {}),
     )
     return info

@@ -77,13 +77,17 @@ def _dumps(env: Environment) -> tuple[dict[str, Any], dict[str, Any] | None]:
     return agent, (user_db.model_dump() if user_db is not None else None)
 
 
-def final_databases(task: Task, messages: list[Message], domain: str) -> tuple[Environment, Environment]:
+def final_databases(
+    task: Task, messages: list[Message], domain: str, retrieval: str | None = None
+) -> tuple[Environment, Environment]:
     """The gold environment and the attempt's, built as tau2's EnvironmentEvaluator builds them (same constructor,
     same initial state, same replay; ``solo_mode`` False as the scoring worker evaluates). The constructor is
-    :func:`fresh_environment`, the scoring worker's own: tau2's registry would import litellm (~4 s) into it."""
+    :func:`fresh_environment`, the scoring worker's own: tau2's registry would import litellm (~4 s) into it.
+    ``retrieval``: banking_knowledge's variant (its environments depend on it and on the task)."""
+    from green_agent.engine.tau.banking import environment_kwargs
     from green_agent.engine.tau.environment import fresh_environment
 
-    constructor = functools.partial(fresh_environment, domain)
+    constructor = functools.partial(fresh_environment, domain, **environment_kwargs(domain, task, retrieval))
     state = task.initial_state
     data = state.initialization_data if state is not None else None
     actions = state.initialization_actions if state is not None else None
@@ -101,9 +105,9 @@ def final_databases(task: Task, messages: list[Message], domain: str) -> tuple[E
     return gold, attempt
 
 
-def explain_database(task: Task, messages: list[Message], domain: str) -> DbExplanation:
+def explain_database(task: Task, messages: list[Message], domain: str, retrieval: str | None = None) -> DbExplanation:
     """Where the attempt's final databases differ from the gold ones (see :mod:`.db_diff`)."""
-    gold, attempt = final_databases(task, messages, domain)
+    gold, attempt = final_databases(task, messages, domain, retrieval)
     expected, expected_user = _dumps(gold)
     actual, actual_user = _dumps(attempt)
     return diff_databases(expected, actual, expected_user=expected_user, actual_user=actual_user)
@@ -219,13 +223,16 @@ def explain_actions(
 # --- the whole explanation -----------------------------------------------------------------------------------------
 
 
-def explain_failure(task: Task, simulation: SimulationRun, info: RewardInfo, domain: str) -> FailureExplanation:
-    """Why ``simulation`` of ``task`` got ``info.reward`` < 1: one part per failed check of the reward basis."""
+def explain_failure(
+    task: Task, simulation: SimulationRun, info: RewardInfo, domain: str, retrieval: str | None = None
+) -> FailureExplanation:
+    """Why ``simulation`` of ``task`` got ``info.reward`` < 1: one part per failed check of the reward basis
+    (``retrieval``: banking_knowledge's variant)."""
     basis = {getattr(item, "value", str(item)) for item in info.reward_basis or []}
     messages = list(simulation.messages)
     db = None
     if "DB" in basis and info.db_check is not None and not info.db_check.db_match:
-        db = explain_database(task, messages, domain)
+        db = explain_database(task, messages, domain, retrieval)
     communicate = None
     missing = [check.info for check in info.communicate_checks or [] if not check.met]
     if "COMMUNICATE" in basis and missing:

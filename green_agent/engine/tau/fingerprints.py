@@ -15,6 +15,7 @@ from pathlib import Path
 
 from green_agent.engine.config import UserSimulatorConfig
 from green_agent.engine.fingerprint import DomainFingerprint, Fingerprint, Tau2Build, UserSimulatorFingerprint
+from green_agent.engine.tau.banking import BANKING, effective_retrieval
 from green_agent.engine.tau.flavour import installed_tau2
 from green_agent.engine.tau.tasks import TaskRef
 
@@ -44,16 +45,24 @@ def tau2_build() -> Tau2Build:
 
 
 @cache
-def domain_fingerprint(domain: str) -> DomainFingerprint:
-    """Hashes of ``domain``'s database files, policy (.md) files and tau2 sources."""
+def domain_fingerprint(domain: str, retrieval: str | None = None) -> DomainFingerprint:
+    """Hashes of ``domain``'s database files, policy (.md) files and tau2 sources; for banking_knowledge also the
+    retrieval variant, its prompt templates (``prompts/``, in ``policy``) and knowledge base (``documents/``)."""
     install = installed_tau2()
     data = install.data_dir / "tau2" / "domains" / domain
     code = install.package_dir / "domains" / domain
     files = [p for p in data.iterdir() if p.is_file()] if data.is_dir() else []
+    policy = [p for p in files if p.suffix == ".md"]
+    knowledge = None
+    if domain == BANKING:
+        policy += [p for p in (data / "prompts").rglob("*") if p.is_file()]
+        knowledge = _hash_files((p for p in (data / "documents").rglob("*") if p.is_file()), data)
     return DomainFingerprint(
         database=_hash_files((p for p in files if p.stem in DATABASE_STEMS), data),
-        policy=_hash_files((p for p in files if p.suffix == ".md"), data),
+        policy=_hash_files(policy, data),
         tools=_hash_files(code.glob("*.py") if code.is_dir() else (), code),
+        retrieval=effective_retrieval(domain, retrieval),
+        knowledge=knowledge,
     )
 
 
@@ -80,6 +89,11 @@ def user_fingerprint(config: UserSimulatorConfig) -> UserSimulatorFingerprint:
     return UserSimulatorFingerprint(kind=config.kind, model=config.model, prompt_hash=guidelines_hash())
 
 
+def _retrieval(refs: list[TaskRef], domain: str) -> str | None:
+    """The retrieval variant ``domain``'s tasks were played with (one per battle)."""
+    return next((ref.retrieval for ref in refs if ref.domain == domain), None)
+
+
 def battle_fingerprint(refs: Iterable[TaskRef], user: UserSimulatorConfig) -> Fingerprint:
     """The fingerprint of a battle over ``refs`` played with ``user`` (reads files on first use: call it off the
     event loop)."""
@@ -87,6 +101,8 @@ def battle_fingerprint(refs: Iterable[TaskRef], user: UserSimulatorConfig) -> Fi
     return Fingerprint(
         tau2=tau2_build(),
         user_simulator=user_fingerprint(user),
-        domains={domain: domain_fingerprint(domain) for domain in sorted({r.domain for r in refs})},
+        domains={
+            domain: domain_fingerprint(domain, _retrieval(refs, domain)) for domain in sorted({r.domain for r in refs})
+        },
         tasks={ref.key: task_hash(ref) for ref in refs},
     )

@@ -122,7 +122,7 @@ class SandboxFactory:
         task_blob = pickle.dumps(ref.task, protocol=pickle.HIGHEST_PROTOCOL)  # an exact copy, ~0.1 ms
         process = self._context.Process(
             target=_child_entry,
-            args=(child_end, ref.domain, ref.split, ref.index, ref.task_id, task_blob),
+            args=(child_end, ref.domain, ref.split, ref.index, ref.task_id, task_blob, ref.retrieval),
             name=f"arena-sandbox-{ref.key}",
             daemon=True,
         )
@@ -478,11 +478,12 @@ def _child_entry(
     index: int,
     task_id: str,
     task_blob: bytes | None = None,
+    retrieval: str | None = None,
 ) -> None:
     """Sandbox process main: tie our life to the parent's, then serve the environment until EOF."""
     _release_fork_server()
     die_with_parent()
     from green_agent.engine.tau.sandbox_child import serve
 
-    serve(connection, domain, split, index, task_id, task_blob)
+    serve(connection, domain, split, index, task_id, task_blob, retrieval)
     os._exit(0)  # skip interpreter teardown: nothing to flush, and it is the slowest part of exiting

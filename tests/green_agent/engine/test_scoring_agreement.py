@@ -81,6 +81,24 @@ def _differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
     return [name for name in REWARD_INFO_FIELDS if ours.get(name) != theirs.get(name)]
 
 
+def _runner_env_kwargs(result: BattleResult, domain: str, task: Any) -> dict[str, Any]:
+    """What tau2 v1.0.x's runner gives a banking_knowledge evaluation (``tau2.runner.build._build_env_kwargs``, with
+    its own allowlist function): the battle's retrieval variant (Arena's default bm25 when the config names none),
+    the task and its read-log allowlist. Nothing for other domains."""
+    if domain != "banking_knowledge":
+        return {}
+    from tau2.runner.build import _derive_read_log_allowlist
+
+    variant = result.config.retrieval or "bm25"
+    return {
+        "env_kwargs": {
+            "retrieval_variant": variant,
+            "task": task,
+            "read_log_allowlist": _derive_read_log_allowlist(task),
+        }
+    }
+
+
 def rescore_with_tau2(result: BattleResult, run_dir: Path) -> Agreement:
     """Re-score every attempt of a finished battle with tau2's unmodified evaluator and compare (blocking, slow)."""
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation  # litellm: fine in a test
@@ -109,6 +127,7 @@ def rescore_with_tau2(result: BattleResult, run_dir: Path) -> Agreement:
                     evaluation_type=EvaluationType.ALL,
                     solo_mode=False,
                     domain=attempt.domain,
+                    **_runner_env_kwargs(result, attempt.domain, task),
                 ).model_dump(mode="json")
             except Exception as error:  # tau2 failing on an attempt Arena scored is a disagreement too
                 agreement.disagreements.append(f"{label}: tau2 raised {type(error).__name__}: {error}"[:500])

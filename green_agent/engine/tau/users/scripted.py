@@ -8,8 +8,10 @@ Rules (applied to each agent message in this order; the first that matches decid
 
 0. Opening (the answer to tau2's greeting): the task's ``reason_for_call`` then its ``known_info``, turned into the
    first person ("You want to return..." -> "I want to return...", "your" -> "my"). Sentences that talk about the
-   agent ("If the agent asks for confirmation, ...") are instructions to a simulator, not things a customer says,
-   and are left out.
+   agent ("If the agent asks for confirmation, ...") or name a conversation-ending token ("use the
+   '###OUT-OF-SCOPE###' tag to end the conversation", in banking_knowledge's free-text instructions) are
+   instructions to a simulator, not things a customer says, and are left out (so are such tokens anywhere else in
+   the text: the customer does not end the call in its first sentence).
 1. Turn limit: after ``max_user_turns`` user messages (the opening included) the next reply is
    "I have to go now. ###STOP###".
 2. Transfer: a message saying the customer is being transferred to a human agent (or naming
@@ -170,8 +172,16 @@ def _sentence(text: str) -> str:
 
 def _without_agent_sentences(text: str) -> str:
     sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
-    kept = [s for s in sentences if not re.search(r"\bthe agent\b", s, re.IGNORECASE)]
+    kept = [s for s in sentences if not re.search(r"\bthe agent\b", s, re.IGNORECASE) and not _TOKEN.search(s)]
     return " ".join(kept)
+
+
+_TOKEN = re.compile(r"###[A-Z_-]{1,40}###")
+"""A conversation-control token (``###STOP###``, ``###TRANSFER###``, ``###OUT-OF-SCOPE###``) in a task's text."""
+
+
+def _without_tokens(text: str) -> str:
+    return _TOKEN.sub("", text)
 
 
 def _keywords(text: str) -> set[str]:
@@ -221,9 +231,9 @@ class ScriptedUser:
             reason = instructions.reason_for_call
             known = _present(instructions.known_info)
             unknown = _present(instructions.unknown_info)
-        self._reason = _sentence(first_person(_without_agent_sentences(reason) or reason.strip()))
-        self._known = _sentence(first_person(known))
-        self._unknown = _sentence(first_person(unknown))
+        self._reason = _sentence(first_person(_without_agent_sentences(reason) or _without_tokens(reason).strip()))
+        self._known = _sentence(first_person(_without_tokens(known)))
+        self._unknown = _sentence(first_person(_without_tokens(unknown)))
         self._unknown_words = _keywords(unknown)
         self._max_user_turns = max_user_turns
         self._turns = 0

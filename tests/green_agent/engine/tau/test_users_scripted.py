@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any, ClassVar
 
 import pytest
@@ -50,6 +51,20 @@ async def test_opening_states_reason_and_known_info_without_agent_instructions()
     assert "I am mei_kovacs_8020 in zipcode 28236." in turn.text
     assert "agent" not in turn.text  # "If the agent asks for confirmation, ..." is for a simulator, not said
     assert "You " not in turn.text
+
+
+@pytest.mark.parametrize("token", ["###OUT-OF-SCOPE###", "###STOP###", "###TRANSFER###"])
+async def test_a_token_in_free_text_instructions_does_not_end_the_call_at_once(token: str) -> None:
+    # banking_knowledge's instructions are free text telling the simulator when to use a token ("If your request is
+    # refused, use the '###OUT-OF-SCOPE###' tag to end the conversation"): the opening must not end the call
+    ref = resolve_task("mock", None, 0)
+    scenario = ref.task.user_scenario.model_copy(
+        update={"instructions": f"You want your task created. Otherwise use the '{token}' tag to end it. Bye {token}"}
+    )
+    task = ref.task.model_copy(update={"user_scenario": scenario})
+    turn = await ScriptedUser(dataclasses.replace(ref, task=task)).opening()
+    assert not turn.stop and "###" not in turn.text
+    assert "I want my task created." in turn.text
 
 
 async def test_statement_ends_the_conversation() -> None:

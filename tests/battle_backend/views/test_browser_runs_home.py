@@ -1,6 +1,7 @@
 """Headless Chromium on the runs home of ``arena view runs/`` and its compare view, at desktop (1280 px) and phone
 (390 px) width: the filters and the sort change the rows, a run opens its battle page, two ticked runs open the
-statistics of ``arena compare`` (or its refusal), and no page is wider than the window. Saves runs-home-1280.png,
+statistics of ``arena compare`` (or its refusal), the battle list shows every run's score, and no page is wider
+than the window. Saves runs-home-1280.png,
 runs-home-390.png, compare-1280.png and compare-390.png through screenshot_path."""
 
 from __future__ import annotations
@@ -68,5 +69,11 @@ async def test_runs_home_filter_sort_open_and_compare(tmp_path: Path) -> None:
             refusal = await page.locator("#compare-refusal").inner_text()
             assert "not comparable" in refusal and "fingerprints differ" in refusal
             assert await page.evaluate(NO_OVERFLOW)
+
+            await page.goto(f"{url}/")  # the battle list: a score column, a link to the runs home, no overflow
+            score = await page.locator('tr[data-battle-id="retail-v2"] td.score').inner_text()
+            assert "pass^4 0.900" in score and "[0.73, 0.98]" in score
+            assert await page.locator("#runs-home-link a").count() == 1
+            assert await page.evaluate(NO_OVERFLOW), f"the battle list overflows at {width} px"
             assert errors == []
             await page.close()

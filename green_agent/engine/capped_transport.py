@@ -9,6 +9,8 @@ runner of the evaluations makes one per suite.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import httpx
@@ -17,6 +19,8 @@ from green_agent.text_safety import clean_json_escapes
 
 HEAD_BYTES = 16 * 1024
 """Bytes of a refused body kept to show what the agent sent (the attempt keeps 4096 characters of them)."""
+HEAD_READ_S = 1.0
+"""Longest wait for the first bytes of a body refused for its declared Content-Length (then refused with less)."""
 
 
 class ReplyTooLarge(httpx.TransportError):
@@ -39,6 +43,23 @@ def _head(chunks: list[bytes]) -> bytes:
         taken.append(chunk[: HEAD_BYTES - size])
         size += len(taken[-1])
     return b"".join(taken)
+
+
+async def _read_head(stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> bytes:
+    """The first HEAD_BYTES of a body refused for its declared size, read for at most HEAD_READ_S (a body that
+    trickles keeps what arrived): what the attempt shows of the reply. Never raises for the body's sake."""
+    chunks: list[bytes] = []
+    size = 0
+    if not isinstance(stream, httpx.AsyncByteStream):
+        return b""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(HEAD_READ_S):
+            async for chunk in stream:
+                chunks.append(chunk[: HEAD_BYTES - size])
+                size += len(chunks[-1])
+                if size >= HEAD_BYTES:
+                    break
+    return b"".join(chunks)
 
 
 class _CappedStream(httpx.AsyncByteStream):
@@ -67,7 +88,8 @@ class CappedTransport(httpx.AsyncBaseTransport):
     """An httpx transport that stops reading any response body at ``max_bytes`` (chunked or not).
 
     Why at the transport: the a2a-sdk reads whole bodies itself, so this is the one place where an endless or huge
-    reply can be cut before it is buffered. A declared Content-Length above the cap is refused before reading.
+    reply can be cut before it is buffered. A declared Content-Length above the cap is refused after reading only the
+    body's first HEAD_BYTES (to show what the agent sent).
     """
 
     def __init__(self, inner: httpx.AsyncBaseTransport, *, max_bytes: int) -> None:
@@ -79,8 +101,9 @@ class CappedTransport(httpx.AsyncBaseTransport):
         url = str(request.url)
         declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            head = await _read_head(response.stream)
             await response.aclose()
-            raise ReplyTooLarge(self.max_bytes, url)
+            raise ReplyTooLarge(self.max_bytes, url, head)
         assert isinstance(response.stream, httpx.AsyncByteStream)
         return httpx.Response(
             status_code=response.status_code,

@@ -109,6 +109,15 @@ async def test_the_capped_transport_keeps_the_head_of_a_refused_body() -> None:
             await client.get("http://white.invalid/")
     assert raised.value.head == body[:HEAD_BYTES]
 
+    def declared(request: httpx.Request) -> httpx.Response:  # refused for its Content-Length: its head still read
+        return httpx.Response(200, content=body)
+
+    transport = CappedTransport(httpx.MockTransport(declared), max_bytes=50_000)
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(ReplyTooLarge) as raised:
+            await client.get("http://white.invalid/")
+    assert raised.value.head == body[:HEAD_BYTES]
+
 
 def test_the_summary_shows_the_reply_as_one_inline_code_span() -> None:
     reply = malformed_reply(HOSTILE + "\n\n# heading\n<b>x</b> `tick`", [], turn=3, step=2)

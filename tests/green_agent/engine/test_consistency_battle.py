@@ -13,6 +13,8 @@ from green_agent.engine.battle import Battle
 from green_agent.engine.config import BattleConfig
 from green_agent.engine.consistency import attempt_turns
 from green_agent.engine.divergence import first_divergence
+from green_agent.engine.results import BattleResult
+from green_agent.engine.tau.regrade import regrade_run
 from green_agent.engine.tau.scoring import ScoringPool
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app, make_agent
@@ -46,3 +48,11 @@ async def test_a_battle_reports_flip_rates_and_divergences(tmp_path: Path) -> No
     on_disk = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     assert on_disk["consistency"]["mixed_tasks"] == consistency.mixed_tasks
     assert "## Consistency across attempts" in (run_dir / "summary.md").read_text(encoding="utf-8")
+
+    # arena regrade recomputes it from the re-scored outcomes (the same tau2 here: the true figures again, not the
+    # stale ones the old summary holds)
+    stale = {**on_disk, "consistency": {**on_disk["consistency"], "least_consistent": [], "mixed_tasks": 0}}
+    (run_dir / "summary.json").write_text(json.dumps(stale), encoding="utf-8")
+    regrade_run(run_dir, tmp_path / "regraded")
+    regraded = BattleResult.model_validate_json((tmp_path / "regraded" / "summary.json").read_bytes())
+    assert regraded.consistency == consistency

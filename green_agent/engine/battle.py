@@ -123,6 +123,7 @@ class Battle:
         self._certify_stopped = False
         self._workers = workers  # attempt worker processes at most (engine/workers; 1: all in this process)
         self._scoring_workers = scoring_workers
+        self._provider_cap = (providers or ProviderLimits()).max_concurrency  # split between the workers
         self.worker_pids: list[int] = []
         """The attempt worker processes running this battle's attempts (empty: they run in this process)."""
 
@@ -214,6 +215,7 @@ class Battle:
             run_dir=self.run_dir,
             scoring_workers=self._scoring_workers,
             attempts=self.attempts_total - len(carried),
+            provider_max_concurrency=self._provider_cap,
         )
         async with (
             capped_http_client(max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency + 4)) as http,
@@ -296,7 +298,7 @@ class Battle:
         deps = AttemptDeps(
             config=cfg,
             scoring=self._scoring,
-            white_channels=a2a_channels(http),
+            white_channels=a2a_channels(http, concurrency=cfg.concurrency),
             user_factory=functools.partial(make_user, limiter=self._user_limiter),
             user_api_key=user_api_key(cfg.user_simulator),
             trajectories_dir=self.run_dir / "trajectories" if self.run_dir else None,

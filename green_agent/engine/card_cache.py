@@ -21,9 +21,10 @@ from a2a.types import AgentCard
 class CardCache:
     """Cards by agent URL for one battle (never shared between battles: no process-wide state)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_new_card: Callable[[AgentCard], None] | None = None) -> None:
         self._cards: dict[str, AgentCard] = {}
         self._lock = asyncio.Lock()
+        self._on_new_card = on_new_card  # e.g. the warning when the battle's concurrency nears the agent's bound
 
     async def get(self, url: str, fetch: Callable[[], Awaitable[AgentCard]]) -> AgentCard:
         """The card of ``url``: the cached one, or ``fetch()``'s (one fetch at a time; its errors propagate)."""
@@ -35,4 +36,6 @@ class CardCache:
             if card is None:
                 card = await fetch()
                 self._cards[url] = card
+                if self._on_new_card is not None:
+                    self._on_new_card(card)
             return card

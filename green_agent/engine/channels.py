@@ -17,10 +17,12 @@ What the loop relies on, and the attribution rules depend on (green_agent/engine
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from green_agent.engine.agent_bounds import warn_near_bound
 from green_agent.engine.card_cache import CardCache
 from green_agent.engine.config import UserSimulatorConfig
 from green_agent.engine.results import RewardBreakdown
@@ -85,10 +87,11 @@ class Scorer(Protocol):
         ...
 
 
-def a2a_channels(http: httpx.AsyncClient) -> WhiteChannels:
+def a2a_channels(http: httpx.AsyncClient, *, concurrency: int | None = None) -> WhiteChannels:
     """Channels over A2A (:class:`WhiteAgentClient`) sharing ``http``, the battle's byte-capped connection pool, and
-    the white agent's card (:class:`CardCache`: fetched by the first attempt that needs it, then reused)."""
-    cards = CardCache()
+    the white agent's card (:class:`CardCache`: fetched by the first attempt that needs it, then reused; a battle's
+    ``concurrency`` near the bound the card announces is logged: green_agent/engine/agent_bounds.py)."""
+    cards = CardCache(functools.partial(warn_near_bound, concurrency=concurrency))
 
     def open_channel(url: str, *, turn_timeout_s: float) -> WhiteAgentClient:
         return WhiteAgentClient(url, httpx_client=http, turn_timeout_s=turn_timeout_s, cards=cards)

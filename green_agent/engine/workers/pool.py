@@ -39,6 +39,7 @@ from green_agent.engine.workers.protocol import (
     WorkerReady,
     encode,
 )
+from green_agent.provider_limits import DEFAULT_PROVIDER_MAX_CONCURRENCY
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class WorkerPool:
         config: BattleConfig,
         run_dir: Path | None,
         scoring_workers: int = 1,
+        provider_max_concurrency: int = DEFAULT_PROVIDER_MAX_CONCURRENCY,
         python: str = sys.executable,
     ) -> None:
         self._processes = processes
@@ -91,6 +93,8 @@ class WorkerPool:
             run_dir=str(run_dir) if run_dir is not None else None,
             concurrency=per_worker,
             scoring_workers=scoring_workers,
+            processes=processes,
+            provider_max_concurrency=provider_max_concurrency,
         )
         self._start_line = encode(self._start)
         self._workers: list[_Worker] = []
@@ -286,6 +290,7 @@ async def attempt_workers(
     run_dir: Path | None,
     scoring_workers: int,
     attempts: int,
+    provider_max_concurrency: int = DEFAULT_PROVIDER_MAX_CONCURRENCY,
 ) -> AsyncIterator[WorkerPool | None]:
     """The battle's worker pool, or None when its attempts run in the serving process (see
     :func:`worker_processes`); scoring workers are split between the processes (at least one each)."""
@@ -300,6 +305,7 @@ async def attempt_workers(
         config=config,
         run_dir=run_dir,
         scoring_workers=max(1, -(-scoring_workers // processes)),
+        provider_max_concurrency=provider_max_concurrency,
     )
     async with pool:
         yield pool

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from green_agent.engine.config import MAX_CONCURRENCY, BattleConfig
 from green_agent.engine.results import AttemptResult
+from green_agent.provider_limits import DEFAULT_PROVIDER_MAX_CONCURRENCY, MAX_PROVIDER_CONCURRENCY
 
 PROTOCOL = "arena.attempt-worker/1"
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -52,6 +53,10 @@ class StartWorker(_Message):
     concurrency: int = Field(ge=1, le=MAX_CONCURRENCY)
     """Attempts this worker may be given at once (its HTTP pool is sized for them)."""
     scoring_workers: int = Field(ge=1, le=64)
+    processes: int = Field(default=1, ge=1, le=1024)
+    """How many workers the battle has: each takes its share of the provider caps (docs/design/providers.md)."""
+    provider_max_concurrency: int = Field(default=DEFAULT_PROVIDER_MAX_CONCURRENCY, ge=1, le=MAX_PROVIDER_CONCURRENCY)
+    """The operator's per-provider cap of LLM calls in flight (``--provider-max-concurrency``), for all workers."""
 
 
 class RunAttempt(_Message):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from green_agent.engine.workers.protocol import (
     _Message,
     encode,
 )
+from green_agent.provider_limits import ProviderLimits
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +99,18 @@ async def _deps(start: StartWorker, stack: contextlib.AsyncExitStack) -> Attempt
     return AttemptDeps(
         config=cfg,
         scoring=scoring,
-        white_channels=a2a_channels(http),
-        user_factory=make_user,
+        white_channels=a2a_channels(http, concurrency=cfg.concurrency),  # warns near the agent's bound
+        # The worker's share of the operator's provider caps (docs/design/providers.md, "Worker processes").
+        user_factory=functools.partial(make_user, limiter=_provider_limits(start).for_user(cfg)),
         user_api_key=user_api_key(cfg.user_simulator),
         trajectories_dir=run_dir / "trajectories" if run_dir is not None else None,
         tool_gateway=None,  # tool_mode "mcp" battles run in the serving process (its MCP endpoint serves the tools)
         sandboxes=sandboxes,
     )
+
+
+def _provider_limits(start: StartWorker) -> ProviderLimits:
+    return ProviderLimits(max_concurrency=start.provider_max_concurrency, workers=start.processes)
 
 
 async def _attempts(start: StartWorker, deps: AttemptDeps, reader: asyncio.StreamReader, out: _Out) -> None:

@@ -122,6 +122,8 @@ class Figures:
     peak_mb: float
     health: list[float]
     health_failures: int
+    cpu: dict[str, float]
+    """CPU seconds by part: the green agent's serving process, workers, sandboxes, scoring; the white agent, proxy."""
 
     @property
     def ideal_s(self) -> float:
@@ -196,7 +198,21 @@ async def poll_health(url: str, samples: list[float], failures: list[int], stop:
                 await asyncio.wait_for(stop.wait(), 0.05)
 
 
-async def watch_memory(pid: int, peak: list[float], stop: asyncio.Event) -> None:
+def role(process: psutil.Process) -> str:
+    """Which part of the green agent a process of its tree is (for the CPU breakdown)."""
+    cmdline = " ".join(process.cmdline())
+    if "workers.child" in cmdline:
+        return "workers"
+    if "forkserver" in cmdline or "arena-sandbox" in process.name():
+        return "sandboxes"
+    if "spawn_main" in cmdline:
+        return "scoring"
+    return "serving"
+
+
+async def watch_memory(
+    pid: int, peak: list[float], stop: asyncio.Event, cpu: dict[int, tuple[str, float]] | None = None
+) -> None:
     def tree_rss() -> float:
         try:
             root = psutil.Process(pid)
@@ -207,6 +223,9 @@ async def watch_memory(pid: int, peak: list[float], stop: asyncio.Event) -> None
         for process in processes:
             with contextlib.suppress(psutil.Error):
                 total += process.memory_full_info().pss  # forked sandboxes share pages: RSS would count them again
+                if cpu is not None:
+                    times = process.cpu_times()
+                    cpu[process.pid] = (role(process), times.user + times.system)
         return total / 2**20
 
     while not stop.is_set():
@@ -230,7 +249,8 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
     config = {"mode": "all", "domain": "retail", "split": "test", "k": k, "calibration": True}
     config |= {"concurrency": run.concurrency, "attempt_timeout_s": 1800, "turn_timeout_s": 600}
     env = {"ARENA_OPERATOR_TOKEN": TOKEN}
-    async with started(white_argv), started(proxy_argv), started(green_argv, env) as green:
+    cpu: dict[int, tuple[str, float]] = {}
+    async with started(white_argv) as white, started(proxy_argv) as proxy, started(green_argv, env) as green:
         await asyncio.gather(ready(f"{white_url}/.well-known/agent-card.json"), ready(f"{green_url}/health"))
         await ready(f"{proxy_url}/.well-known/agent-card.json")
         await asyncio.sleep(5)  # let the green agent's scoring workers and fork server warm up
@@ -241,8 +261,9 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
         stop = asyncio.Event()
         watchers = [
             asyncio.create_task(poll_health(f"{green_url}/health", samples, failures, stop)),
-            asyncio.create_task(watch_memory(green.pid, peak, stop)),
+            asyncio.create_task(watch_memory(green.pid, peak, stop, cpu)),
         ]
+        before = {name: cpu_s(process.pid) for name, process in (("white", white), ("proxy", proxy))}
         battle_id = f"latency-{int(run.delay_s * 1000)}-{run.concurrency}-{run.attempts}-{secrets.token_hex(3)}"
         t0 = time.perf_counter()
         try:
@@ -253,6 +274,7 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
             wall = time.perf_counter() - t0
             stop.set()
             await asyncio.gather(*watchers)
+            after = {name: cpu_s(process.pid) - before[name] for name, process in (("white", white), ("proxy", proxy))}
     if outcome.state != "completed":
         raise RuntimeError(f"battle {battle_id} ended {outcome.state}: {outcome.error}")
     summary = json.loads((runs_dir / battle_id / "summary.json").read_text(encoding="utf-8"))
@@ -269,7 +291,24 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
         peak_mb=peak[0],
         health=samples,
         health_failures=len(failures),
+        cpu={**_by_role(cpu), **after},
     )
+
+
+def cpu_s(pid: int) -> float:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return float(times.user + times.system)
+
+
+def _by_role(cpu: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds per role over the run (processes that lived between two samples are not seen: a lower bound)."""
+    totals: dict[str, float] = {}
+    for name, seconds in cpu.values():
+        totals[name] = totals.get(name, 0.0) + seconds
+    return totals
 
 
 def row(f: Figures) -> str:
@@ -279,7 +318,8 @@ def row(f: Figures) -> str:
     return (
         f"| {delay} | {f.run.concurrency} | {f.attempts} | {f.wall_s:.1f} s | {f.ideal_s:.1f} s | {ratio} | "
         f"{f.attempts / f.wall_s:.1f} | {f.perfect}/{f.run.attempts} | {f.peak_mb:.0f} MB | {health} | "
-        f"{f.load[0]:.1f} | {', '.join(f.missed()) or 'ok'} |"
+        f"{f.load[0]:.1f} | {' '.join(f'{k} {v:.0f}' for k, v in sorted(f.cpu.items()))} | "
+        f"{', '.join(f.missed()) or 'ok'} |"
     )
 
 
@@ -298,9 +338,9 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"cores {os.cpu_count()}, workers {args.workers or 'default (one per core)'}; load before: {os.getloadavg()}")
     print(
         "| delay | concurrency | attempts | wall | ideal | ratio | attempts/s | score 1.0 | peak memory | "
-        "/health p99 / max | load | targets |"
+        "/health p99 / max | load | CPU s | targets |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     failed = False
     with tempfile.TemporaryDirectory(prefix="arena-latency-") as tmp:
         for run in runs:

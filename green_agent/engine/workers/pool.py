@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -49,6 +50,26 @@ START_TIMEOUT_S = 180.0
 STOP_GRACE_S = 5.0
 """After end of input, how long a worker gets to cancel its attempts and close its pools before SIGKILL."""
 PARSE_OFF_LOOP_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class _Unreadable:
+    """A ``done`` line whose result does not validate (a harness bug, never the agent's: the worker built it)."""
+
+    attempt_id: int
+    error: str
+
+
+def _parse(line: bytes) -> WorkerReady | AttemptDone | WorkerFailed | _Unreadable:
+    """One answer; ValueError when the line is not the protocol (the worker is then killed)."""
+    try:
+        return FROM_WORKER.validate_json(line)
+    except ValueError as error:
+        data = json.loads(line)  # ValueError again when it is not JSON at all
+        attempt_id = data.get("attempt_id") if isinstance(data, dict) and data.get("kind") == "done" else None
+        if isinstance(attempt_id, int) and not isinstance(attempt_id, bool):
+            return _Unreadable(attempt_id, str(error)[:500])
+        raise
 
 
 class WorkerPoolError(RuntimeError):
@@ -152,10 +173,15 @@ class WorkerPool:
         try:
             while line := await stdout.readline():
                 if len(line) > PARSE_OFF_LOOP_BYTES:
-                    message = await asyncio.to_thread(FROM_WORKER.validate_json, line)
+                    message = await asyncio.to_thread(_parse, line)
                 else:
-                    message = FROM_WORKER.validate_json(line)
-                if isinstance(message, AttemptDone):
+                    message = _parse(line)
+                if isinstance(message, _Unreadable):  # one attempt's result did not validate: that attempt only
+                    spec_future = worker.pending.pop(message.attempt_id, None)
+                    if spec_future is not None and not spec_future[1].done():
+                        detail = f"its result from the worker did not validate (harness): {message.error}"
+                        spec_future[1].set_result(harness_failure(spec_future[0], detail))
+                elif isinstance(message, AttemptDone):
                     spec_future = worker.pending.pop(message.attempt_id, None)
                     if spec_future is not None and not spec_future[1].done():
                         spec_future[1].set_result(message.result)

@@ -17,6 +17,7 @@ from green_agent.engine.workers.protocol import (
     RunAttempt,
     StartWorker,
     WorkerFailed,
+    WorkerReady,
     encode,
     schema,
 )
@@ -62,3 +63,15 @@ def test_how_many_workers_a_battle_uses() -> None:
     assert worker_processes(2, cfg(256), 1000) == 2
     assert worker_processes(8, cfg(256), 3) == 3  # no more workers than attempts
     assert worker_processes(8, cfg(256, "mcp"), 1000) == 1  # the serving process's MCP endpoint serves the tools
+
+
+def test_an_invalid_result_fails_its_attempt_only_and_garbage_breaks_the_protocol() -> None:
+    from green_agent.engine.workers.pool import _parse, _Unreadable
+
+    bad = _parse(b'{"kind": "done", "attempt_id": 7, "result": {"outcome": "maybe"}}\n')
+    assert isinstance(bad, _Unreadable) and bad.attempt_id == 7 and "outcome" in bad.error
+    with pytest.raises(ValueError):
+        _parse(b"Traceback (most recent call last):\n")
+    with pytest.raises(ValueError):
+        _parse(b'{"kind": "ready"}\n')
+    assert isinstance(_parse(b'{"kind": "ready", "pid": 12}\n'), WorkerReady)

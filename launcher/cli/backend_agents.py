@@ -8,15 +8,24 @@ same agent and launcher URLs, the same battle timeout and participants. The agen
 ports of their earlier registration when those are free on loopback, so their URLs match; otherwise, or when the
 lookup fails (it is best-effort: a backend that cannot list its agents still gets its registration), a new agent is
 registered. A ``local`` backend is new for every run: nothing to reuse there.
+
+Two runs against one backend at the same time must not pick the same earlier ports (the second agent could not bind
+them): a run reuses only while it holds this machine's lock for that backend (:func:`reuse_lock`, an advisory file
+lock in the temporary directory); a run that finds it held registers agents of its own, as before.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
+import os
 import socket
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -102,3 +111,26 @@ async def register_or_reuse(api: BackendApi, agents: Sequence[Mapping[str, Any]]
         if isinstance(agent_id, str) and agent_id and same_registration(agent, body):
             return agent_id
     return await api.register(body)
+
+
+@contextlib.contextmanager
+def reuse_lock(backend_url: str) -> Iterator[bool]:
+    """Whether this run may reuse registrations on ``backend_url``: True while it holds the machine's lock for that
+    backend (held until the block ends), False when another run holds it or the lock file cannot be opened."""
+    digest = hashlib.sha256(backend_url.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"arena-{os.getuid()}-backend-{digest}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        logger.info("no reuse of registrations: cannot open %s (%s)", path, error)
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another arena run on this machine uses this backend now
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # closing releases the lock

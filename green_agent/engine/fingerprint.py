@@ -134,7 +134,9 @@ def incomparabilities(a: Fingerprint | None, b: Fingerprint | None, shared_tasks
         if da is None or db is None:
             lines.append(f"{domain}: domain files unknown in {'A' if da is None else 'B'}")
             continue
-        for part in ("retrieval", "database", "policy", "knowledge", "tools"):
+        if da.retrieval != db.retrieval:  # a variant's name, shown whole (at most 64 characters)
+            lines.append(f"{domain} retrieval: A {da.retrieval or 'none'}, B {db.retrieval or 'none'}")
+        for part in ("database", "policy", "knowledge", "tools"):
             if getattr(da, part) != getattr(db, part):
                 lines.append(f"{domain} {part}: A {_short(getattr(da, part))}, B {_short(getattr(db, part))}")
     changed = [key for key in shared if a.tasks.get(key) != b.tasks.get(key)]

@@ -94,6 +94,21 @@ def test_incomparabilities_name_each_difference_on_the_shared_tasks_only() -> No
     assert len(users) == 1 and "user simulator" in users[0] and "gpt-5.2" in users[0]
 
 
+def test_banking_knowledge_runs_with_different_retrieval_variants_are_not_comparable() -> None:
+    banking = DomainFingerprint(
+        database="d" * 64, policy="p" * 64, tools="t" * 64, retrieval="bm25", knowledge="k" * 64
+    )
+    a = fingerprint(UPSTREAM).model_copy(update={"domains": {"banking_knowledge": banking}})
+    other = banking.model_copy(update={"retrieval": "golden_retrieval", "knowledge": "j" * 64})
+    b = a.model_copy(update={"domains": {"banking_knowledge": other}})
+    assert incomparabilities(a, b, ["banking_knowledge/-/0"]) == [
+        "banking_knowledge retrieval: A bm25, B golden_retrieval",
+        f"banking_knowledge knowledge: A {'k' * 12}, B {'j' * 12}",
+    ]
+    assert incomparabilities(a, b, ["retail/test/0"]) == ["retail: domain files unknown in A"]
+    assert "retrieval" not in RETAIL.model_dump() and "knowledge" not in RETAIL.model_dump()  # other domains' JSON
+
+
 def test_legacy_results_without_fingerprints() -> None:
     assert incomparabilities(None, None, tasks(3)) == []
     assert incomparabilities(None, fingerprint(NVIDIA), tasks(3)) == []

@@ -15,6 +15,7 @@ import pytest
 from green_agent.engine.battle import Battle
 from green_agent.engine.config import BattleConfig, UserSimulatorConfig
 from green_agent.engine.results import BattleResult, FaultAuthor
+from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.provider_limits import ProviderLimits
 from tests.green_agent.service.conftest import white_agent
@@ -45,7 +46,12 @@ async def test_a_429_storm_at_concurrency_64_is_counted_and_blamed_on_nobody(
 ) -> None:
     monkeypatch.setenv("ARENA_TEST_USER_KEY", "sk-user-test")
     app = make_fake_openai(customer, limits=LIMITS)
-    async with serve_app(app) as llm, white_agent("replay") as white, ScoringPool(max_workers=1) as scoring:
+    async with (
+        serve_app(app) as llm,
+        white_agent("replay") as white,
+        ScoringPool(max_workers=1) as scoring,
+        SandboxFactory() as sandboxes,
+    ):
         user = UserSimulatorConfig(
             kind="llm",
             model="user-model",
@@ -57,7 +63,9 @@ async def test_a_429_storm_at_concurrency_64_is_counted_and_blamed_on_nobody(
             domain="mock", split="base", task_index=TASKS, k=8, concurrency=64, calibration=True, user_simulator=user
         )
         providers = ProviderLimits(max_concurrency=32)  # the operator's cap, well above what the provider allows
-        battle = Battle("storm-1", white, config, scoring=scoring, runs_dir=tmp_path, providers=providers)
+        battle = Battle(
+            "storm-1", white, config, scoring=scoring, runs_dir=tmp_path, providers=providers, sandboxes=sandboxes
+        )
         result = await battle.run()
     state = fake_state(app)
     assert len(result.attempts) == 64

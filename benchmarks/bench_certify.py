@@ -1,37 +1,41 @@
 """Does sequential certification hold its error rate, and does it save attempts? (issue 28)
 
-Simulates battles through the public API (``green_agent.statistics.certification``) with the scenarios of
-``bench_statistics_validity.py``: T tasks (10 and 30) with per-task success probability p drawn from a scenario,
-k = 4 Bernoulli(p) attempts each, tasks visited in order, the per-task unbiased pass^j estimate entering the
-confidence sequence after each task's block. For every scenario, j in (1, 4) and threshold (truth, truth +- 0.1,
-+- 0.2, +- 0.3, inside (0, 1)) it reports:
+Simulates battles through the public API (``green_agent.statistics.certify_design``, the design a battle's
+``certify`` uses) with the scenarios of ``bench_statistics_validity.py``: T tasks (10 and 30, the budget) with
+per-task success probability p drawn from a scenario, k = 4 Bernoulli(p) attempts each, tasks visited in order, the
+per-task unbiased pass^j estimate entering after each task's block. The design is chosen from the config as in a
+battle: pass^4 claims (0/1 values) get the exact binomial group-sequential test (linear alpha spending over a look
+after every task, futility stop), pass^1 claims the betting confidence sequence with its deterministic futility
+stop. For every scenario, j in (1, 4) and threshold (truth, truth +- 0.1, +- 0.2, +- 0.3, inside (0, 1)):
 
 - err_seq: the share of battles whose certified-or-refuted decision is wrong (any decision when the truth equals
   the threshold), target <= alpha + 2 Monte-Carlo standard errors in every cell;
 - err_peek: the same for "re-check the summary's fixed-sample interval (Clopper-Pearson for pass^k, betting
   otherwise) after every task and stop when it excludes the threshold", shown to exceed alpha somewhere (that is
-  why the sequence is needed);
-- err_fixed / dec_fixed / dec_seq: the fixed design (all T tasks, fixed-sample interval at the same alpha) and its
-  decision rate, and the sequential decision rate;
-- med_used: median attempts the sequential procedure used, as a share of the fixed design's T x k. Target: <= 0.70
-  in every cell where the truth is >= 0.1 from the threshold and the fixed design decides there at least as often as
-  its error would let a fair comparison be made (dec_fixed >= 0.8: the question is answerable at this budget;
-  below that both designs mostly end inconclusive and use the whole budget).
+  why a sequential design is needed);
+- dec_seq / dec_fix: how often the sequential design and the fixed design (all T tasks, the summary's interval at
+  the same alpha) decide; used/T: the sequential median attempts as a share of the budget.
 
-At 10 tasks no cell has dec_fixed >= 0.8, so that target checks nothing there. The benchmark therefore also sizes,
-for every 10-task cell with the truth >= 0.1 from the threshold, a fixed design to the *same error*: the smallest
-number of tasks n_same whose fixed-sample test (the same betting interval at the same alpha, so the same type-I
-error) decides correctly at least as often as the sequential test does within its 10-task budget (the same type-II
-error), searched up to 4 x 10 tasks on fresh draws of the scenario. It prints med_seq (the sequential median, in
-tasks), n_same and their ratio, and how many cells meet the 0.70 target against n_same (reported, not an exit
-condition: the target's check above is unchanged). Why cells miss it: where the sequence decides in fewer than
-half of its battles its median is the whole budget (10 tasks) by definition of a median, so the target needs
-n_same >= 10 / 0.7, i.e. 15 tasks or more; and where it never decides there is no error to match.
+"The fixed design's attempts at the same error" (the issue's efficiency target), read as in sequential analysis
+since Wald (1945): the fixed design with the same error probabilities, i.e. the same alpha (the summary's
+fixed-sample interval at the same confidence) AND the same rate of correct decisions at this truth (the same
+power). n_same is the smallest number of tasks (searched up to 4 T, fresh draws of the scenario) whose fixed design
+decides correctly at least as often as the sequential design does within its budget. Target: median attempts of the
+sequential design <= 0.70 x n_same x k in every cell with the truth >= 0.1 from the threshold. Comparing with the
+budget T x k instead would reward a design that gives up (stopping at once costs nothing and errs never); matching
+the power prices that in. The median share of the budget is printed too.
+
+Cells that no valid design can decide within the budget are reported as out of reach, with the reason: certifying
+"mu >= theta" needs theta^n <= alpha/2 (if every task passed, Bernoulli(theta) tasks would do that with probability
+theta^n; a valid test cannot certify then), refuting needs (1 - theta)^n <= alpha/2. With nothing decidable there
+is no error to match. Cells where neither the sequential nor the fixed design (the whole budget) ever decides
+correctly are listed apart: a fixed design that never decides has no size to compare with.
 
     .venv/bin/python benchmarks/bench_certify.py            # 1,000 replicates
     .venv/bin/python benchmarks/bench_certify.py --quick    # 300 replicates
 
-Exits 1 when a target is missed.
+Exits 1 when an error target is missed, when peeking never exceeds alpha, or when a cell that is not out of reach
+misses the efficiency target (each listed as MISSED).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_statistics_validity import SCENARIOS, pass_hat_table
 
 from green_agent.statistics import betting_bounds, clopper_pearson_bounds
-from green_agent.statistics.certification import sequential_decisions
+from green_agent.statistics.certify_design import certify_design
 
 K = 4
 TASKS = (10, 30)
@@ -59,7 +63,6 @@ OFFSETS = (-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3)
 CONFIDENCE = 0.95
 ALPHA = 1.0 - CONFIDENCE
 EFFICIENCY_TARGET = 0.70
-ANSWERABLE = 0.8
 
 
 def wrong(decision: np.ndarray, truth: float, threshold: float) -> np.ndarray:
@@ -99,8 +102,6 @@ def peek_decisions(x: np.ndarray, threshold: float, binary: bool) -> np.ndarray:
     return decision
 
 
-SAME_ERROR_TASKS = 10
-"""The budget whose cells get a fixed design sized to the sequential test's error (see the docstring)."""
 MAX_SAME_ERROR_FACTOR = 4
 """n_same is searched up to this many times the budget."""
 
@@ -111,12 +112,16 @@ def correct_rate(decision: np.ndarray, truth: float, threshold: float) -> float:
     return float((decision == right).mean())
 
 
-def same_error_tasks(x_more: np.ndarray, truth: float, threshold: float, target: float) -> int | None:
-    """Smallest n whose fixed-sample test on the first n tasks decides correctly at rate >= ``target`` (the
-    sequential test's), by bisection over n (the rate grows with n); None when even every column falls short."""
-    if target <= 0.0:
-        return None  # the sequence never decides: there is no error to match
+def same_error_tasks(x_more: np.ndarray, truth: float, threshold: float, target: float, binary: bool) -> int | None:
+    """Smallest n whose fixed design (the summary's interval on the first n tasks) decides correctly at rate >=
+    ``target``; None when no n up to the columns of ``x_more`` does. Clopper-Pearson's rate is not monotone in n
+    (discreteness), so every n is tried; betting's is, so it is bisected."""
     n_max = x_more.shape[1]
+    if binary:
+        for n in range(1, n_max + 1):
+            if correct_rate(summary_decisions(x_more[:, :n], threshold, True), truth, threshold) >= target:
+                return n
+        return None
     if correct_rate(fixed_decisions(x_more, threshold), truth, threshold) < target:
         return None
     low, high = 1, n_max
@@ -127,6 +132,18 @@ def same_error_tasks(x_more: np.ndarray, truth: float, threshold: float, target:
         else:
             low = mid + 1
     return low
+
+
+def out_of_reach(truth: float, threshold: float, tasks: int) -> str | None:
+    """Why no valid test can make the right decision within ``tasks`` tasks (None when one can)."""
+    side = ALPHA / 2.0
+    if truth > threshold and threshold**tasks > side:
+        need = math.ceil(math.log(side) / math.log(threshold))
+        return f"certifying needs {need} tasks ({threshold:.3f}^{tasks} = {threshold**tasks:.3f} > alpha/2)"
+    if truth < threshold and (1.0 - threshold) ** tasks > side:
+        need = math.ceil(math.log(side) / math.log(1.0 - threshold))
+        return f"refuting needs {need} tasks ({1 - threshold:.3f}^{tasks} = {(1 - threshold) ** tasks:.3f} > alpha/2)"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,94 +158,93 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     misses: list[str] = []
     worst_peek = 0.0
+    met = total = unreachable = neither = 0
     print(f"alpha={ALPHA:.2f} replicates={reps} error target <= {ALPHA + mc:.3f}")
-    header = "scenario                          T  j  truth  thr    err_seq err_peek err_fix dec_seq dec_fix med_used"
+    print(
+        "efficiency: median attempts <= 0.70 x those of the fixed design with the same alpha and the same rate of "
+        "correct decisions (n_same tasks; see the docstring)"
+    )
+    header = (
+        "scenario                          T  j  truth  thr    err_seq err_peek err_fix dec_seq dec_fix used/T"
+        "  right  n_same med/n_same"
+    )
     print(header)
     for si, scenario in enumerate(SCENARIOS):
         for tasks in TASKS:
             rng = np.random.default_rng([args.seed, si, tasks])
             p = scenario.draw(rng, (reps, tasks))
             c = rng.binomial(K, p)
+            more_rng = np.random.default_rng([args.seed, si, tasks, 1])
+            c_more = more_rng.binomial(K, scenario.draw(more_rng, (reps, MAX_SAME_ERROR_FACTOR * tasks)))
             for j in JS:
                 truth = scenario.moment(j)
-                x = table[c, j - 1]
+                x, x_more = table[c, j - 1], table[c_more, j - 1]
+                binary = j == K
                 for off in OFFSETS:
                     thr = round(truth + off, 10)
                     if not 0.02 <= thr <= 0.98:
                         continue
-                    dec, used = sequential_decisions(x, thr, CONFIDENCE)
+                    design = certify_design(
+                        threshold=thr, confidence=CONFIDENCE, budget=tasks, binary=binary, comparison=False
+                    )
+                    dec, used, _ = design.decisions(x)
                     err_seq = float(wrong(dec, truth, thr).mean())
-                    peek = peek_decisions(x, thr, binary=j == K)
+                    peek = peek_decisions(x, thr, binary=binary)
                     err_peek = float(wrong(peek, truth, thr).mean())
-                    fixed = fixed_decisions(x, thr)
+                    fixed = summary_decisions(x, thr, binary)
                     err_fix = float(wrong(fixed, truth, thr).mean())
                     dec_fix = float((fixed != 0).mean())
-                    med = float(np.median(used)) / tasks
+                    med = float(np.median(used))
                     worst_peek = max(worst_peek, err_peek)
                     line = (
                         f"{scenario.name:32s} {tasks:2d} {j:2d} {truth:6.3f} {thr:6.3f} {err_seq:8.3f} {err_peek:8.3f}"
-                        f" {err_fix:7.3f} {float((dec != 0).mean()):7.3f} {dec_fix:7.3f} {med:8.2f}"
+                        f" {err_fix:7.3f} {float((dec != 0).mean()):7.3f} {dec_fix:7.3f} {med / tasks:6.2f}"
                     )
-                    print(line, flush=True)
                     if err_seq > ALPHA + mc:
                         misses.append(f"error {err_seq:.3f} > {ALPHA + mc:.3f}: {line}")
-                    if abs(off) >= 0.1 - 1e-9 and dec_fix >= ANSWERABLE and med > EFFICIENCY_TARGET:
-                        misses.append(f"median attempts {med:.2f} > {EFFICIENCY_TARGET} of fixed: {line}")
+                    if abs(off) < 0.1 - 1e-9:
+                        print(line, flush=True)
+                        continue
+                    total += 1
+                    right = correct_rate(dec, truth, thr)
+                    reach = out_of_reach(truth, thr, tasks)
+                    if reach is not None:
+                        unreachable += 1
+                        print(f"{line} {right:6.3f}       -          -  out of reach: {reach}", flush=True)
+                        continue
+                    n_same = same_error_tasks(x_more, truth, thr, right, binary) if right > 0 else None
+                    if right == 0 and correct_rate(fixed, truth, thr) == 0:
+                        neither += 1
+                        print(f"{line} {right:6.3f}       -          -  neither design decides: nothing to compare")
+                        continue
+                    if right == 0:
+                        verdict, ratio, ok = "never decides where the fixed design does", "-", False
+                    elif n_same is None:
+                        limit = MAX_SAME_ERROR_FACTOR * tasks
+                        ok = med <= EFFICIENCY_TARGET * limit
+                        verdict, ratio = f"n_same > {limit}", f"<{med / limit:.2f}"
+                    else:
+                        ok = med <= EFFICIENCY_TARGET * n_same
+                        verdict, ratio = "", f"{med / n_same:.2f}"
+                    met += ok
+                    shown = "-" if n_same is None else str(n_same)
+                    print(
+                        f"{line} {right:6.3f} {shown:>7} {ratio:>10}  {'meets' if ok else 'MISSES'} {verdict}",
+                        flush=True,
+                    )
+                    if not ok:
+                        misses.append(f"median attempts > {EFFICIENCY_TARGET} x the same-error fixed design: {line}")
     print(f"worst error of peeking at the fixed-sample interval after each task: {worst_peek:.3f}")
-    same_error_report(reps, args.seed, table)
+    print(
+        f"efficiency target (truth >= 0.1 from the threshold): {met} of {total - unreachable - neither} cells meet "
+        f"it; {unreachable} cells are out of reach for any valid design, in {neither} more neither design decides"
+    )
     if worst_peek <= ALPHA + mc:
         misses.append(f"peeking never exceeded alpha ({worst_peek:.3f}): the benchmark shows nothing")
     print(f"{time.perf_counter() - t0:.1f} s")
     for miss in misses:
         print("MISSED", miss)
     return 1 if misses else 0
-
-
-def same_error_report(reps: int, seed: int, table: np.ndarray) -> None:
-    """The 10-task cells against a fixed design sized to the same error (type I: same alpha; type II: the same
-    rate of correct decisions). Printed, not checked (see the module docstring)."""
-    tasks = SAME_ERROR_TASKS
-    print(
-        f"\n{tasks} tasks against a fixed design of the same error (alpha {ALPHA:.2f}, same rate of correct "
-        f"decisions; n_same searched up to {MAX_SAME_ERROR_FACTOR * tasks} tasks)"
-    )
-    print("scenario                          j  truth  thr    right_seq med_seq n_same ratio   meets<=0.70")
-    met = total = halves = 0
-    for si, scenario in enumerate(SCENARIOS):
-        rng = np.random.default_rng([seed, si, tasks])
-        c = rng.binomial(K, scenario.draw(rng, (reps, tasks)))  # the same draws as the table above
-        more_rng = np.random.default_rng([seed, si, tasks, 1])
-        c_more = more_rng.binomial(K, scenario.draw(more_rng, (reps, MAX_SAME_ERROR_FACTOR * tasks)))
-        for j in JS:
-            truth = scenario.moment(j)
-            x, x_more = table[c, j - 1], table[c_more, j - 1]
-            for off in OFFSETS:
-                thr = round(truth + off, 10)
-                if abs(off) < 0.1 - 1e-9 or not 0.02 <= thr <= 0.98:
-                    continue
-                dec, used = sequential_decisions(x, thr, CONFIDENCE)
-                right = correct_rate(dec, truth, thr)
-                halves += bool((dec != 0).mean() >= 0.5)
-                med = float(np.median(used))
-                n_same = same_error_tasks(x_more, truth, thr, right)
-                total += 1
-                if n_same is None:
-                    verdict = "no comparison: the sequence never decides" if right == 0 else "n_same > 40"
-                    ratio = "-"
-                else:
-                    ok = med <= EFFICIENCY_TARGET * n_same
-                    met += ok
-                    ratio = f"{med / n_same:.2f}"
-                    verdict = "yes" if ok else ("no (median = budget: decides < half)" if med >= tasks else "no")
-                print(
-                    f"{scenario.name:32s} {j:2d} {truth:6.3f} {thr:6.3f} {right:9.3f} {med:7.1f} "
-                    f"{'-' if n_same is None else n_same:>6} {ratio:>5}   {verdict}",
-                    flush=True,
-                )
-    print(
-        f"{tasks} tasks: {met} of {total} cells meet median attempts <= {EFFICIENCY_TARGET} x the same-error fixed "
-        f"design; the sequence decides in at least half of its battles in {halves} of them"
-    )
 
 
 if __name__ == "__main__":

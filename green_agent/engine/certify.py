@@ -19,10 +19,10 @@ from green_agent.statistics.certification import (
     CertifyDecision,
     build_certification,
     certification_order,
-    certify_values,
     ordered_observations,
-    sequential_decisions,
 )
+from green_agent.statistics.certify_design import REASONS, certify_design
+from green_agent.statistics.sequential_binomial import BUDGET
 
 
 class CertifyTracker:
@@ -45,6 +45,14 @@ class CertifyTracker:
             budget = min(budget, certify.max_attempts // config.k)
         self.order: list[str] = keys[:budget]
         """The seeded order within the budget (whole tasks): the sequence's order, recorded in run.json."""
+        self.design = certify_design(
+            threshold=certify.decision_threshold,
+            confidence=certify.confidence,
+            budget=len(self.order),
+            binary=certify.compare is None and certify.j == config.k,
+            comparison=certify.compare is not None,
+        )
+        """The sequential design: chosen from the config alone, so a resume makes the same looks."""
         self._outcomes: dict[str, list[bool | None]] = {}
         self._seen = 0
         self._prefix: list[float] = []
@@ -65,27 +73,22 @@ class CertifyTracker:
         return values, waiting
 
     def decided(self, finished: Sequence[AttemptResult]) -> bool:
-        """Certified, refuted, or every budgeted task in the sequence: start nothing new."""
+        """Certified, refuted, stopped for futility, or every budgeted task in the sequence: start nothing new."""
         values, waiting = self.state(finished)
-        decision = certify_values(
-            values,
-            threshold=self._certify.decision_threshold,
-            confidence=self._certify.confidence,
-            budget_exhausted=waiting is None,
-        )
-        return decision is not None
+        _, _, reason = self.design.decisions(np.asarray([values], dtype=np.float64))
+        return waiting is None or int(reason[0]) != BUDGET
 
     def certification(self, finished: Sequence[AttemptResult]) -> Certification:
         """The summary's ``certification``: the sequence at the stop (tasks that attempts in flight completed after
         it are in the summary, not in the sequence), or at the end of the budget (inconclusive)."""
         certify = self._certify
         values, waiting = self.state(finished)
-        code, used = sequential_decisions(
-            np.asarray([values], dtype=np.float64), certify.decision_threshold, certify.confidence
-        )
+        code, used, reason = self.design.decisions(np.asarray([values], dtype=np.float64))
         decision: CertifyDecision = "certified" if code[0] == 1 else "refuted" if code[0] == -1 else "inconclusive"
-        if decision != "inconclusive":
+        if int(reason[0]) != BUDGET:  # decided or futile: the sequence at the stop (later tasks are in the summary)
             values, waiting = values[: int(used[0])], None
+        stop = REASONS[int(reason[0])] if int(reason[0]) != BUDGET or waiting is None else "budget"
+        sequence = self.design.sequence(np.asarray(values, dtype=np.float64)) if values else None
         return build_certification(
             claim=certify.claim,
             j=certify.j,
@@ -100,4 +103,8 @@ class CertifyTracker:
             order=self.order,
             waiting_for=waiting,
             baseline=certify.baseline if certify.compare is not None else None,
+            sequence=sequence,
+            method=self.design.method,
+            method_note=self.design.description,
+            stop_reason=stop,
         )

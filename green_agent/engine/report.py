@@ -278,8 +278,9 @@ def _certification_lines(result: BattleResult) -> list[str]:
         f"{num(cert.sequence_high)}] (valid at every look; the basis of the decision)",
         f"- estimate {num(cert.estimate)}, interval [{num(cert.interval_low)}, {num(cert.interval_high)}]: "
         f"{cert.interval_note}",
-        "- method: betting confidence sequence on per-task pass^j estimates, in order (docs/metrics.md, "
-        '"Certify early")',
+        f"- method: {cert.method_note or 'betting confidence sequence on per-task pass^j estimates, in order'}"
+        + (f"; stopped: {cert.stop_reason}" if cert.stop_reason else "")
+        + ' (docs/metrics.md, "Certify early")',
     ]
 
 

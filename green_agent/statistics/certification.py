@@ -17,6 +17,11 @@ Design (uniform allocation, early stopping; validity shown by ``benchmarks/bench
   above it), *refuted* once the down-gambler's did (wholly below), else *inconclusive* when the budget is spent.
   By Ville's inequality the chance that the sequence ever excludes the truth is <= alpha = 1 - confidence, so the
   chance of a wrong decision is <= alpha whatever the stopping time.
+- Which design decides is chosen from the config by :mod:`green_agent.statistics.certify_design`: for pass^k
+  claims (0/1 values) at budgets of up to 100 tasks an exact group-sequential binomial test
+  (:mod:`green_agent.statistics.sequential_binomial`), which wastes far less of alpha at small n; other claims,
+  comparisons and larger budgets use the betting sequence here, with a futility stop once no remaining values
+  could decide.
 - Comparison form (:func:`paired_target`): per-task differences d in [-1, 1] of the candidate and a baseline are
   mapped to (d + 1) / 2 in [0, 1]; "no worse than, with margin m" is the threshold -m on d, "better than" +m.
 """
@@ -172,7 +177,14 @@ class Certification(BaseModel):
     """Comparisons: the baseline's run directory. ``threshold``, the sequence, the estimate and its interval are
     then about the paired difference candidate - baseline in [-1, 1] (per task, paired by task key)."""
     method: str = CERTIFY_METHOD
+    """The sequential design (green_agent/statistics/certify_design.py): ``exact_binomial_group_sequential`` or
+    ``betting_cs_wsr2024_sequential``."""
     bets: str = BETTING_METHOD
+    method_note: str | None = None
+    """The design in words: looks, error spending, futility rule."""
+    stop_reason: Literal["decided", "futility", "budget"] | None = None
+    """Why it stopped: a decision; futility (inconclusive early: no decision was reachable, or too unlikely, within
+    the budget); the budget ran out (or the sequence waits on ``waiting_for``)."""
 
 
 def certify_values(
@@ -206,13 +218,20 @@ def build_certification(
     order: Sequence[str],
     waiting_for: str | None,
     baseline: str | None = None,
+    sequence: tuple[float, float] | None = None,
+    method: str = CERTIFY_METHOD,
+    method_note: str | None = None,
+    stop_reason: Literal["decided", "futility", "budget"] | None = None,
 ) -> Certification:
-    """The summary object: the confidence sequence over the observations at the stop and the point estimate. With
-    ``baseline`` the observations are (d + 1) / 2 of paired differences d: figures are reported on d's scale."""
+    """The summary object: the confidence sequence over the observations at the stop (``sequence`` when the design
+    computed it, else the betting sequence) and the point estimate. With ``baseline`` the observations are
+    (d + 1) / 2 of paired differences d: figures are reported on d's scale."""
     cs_low = cs_high = est = i_low = i_high = None
     if values:
-        cs = betting_confidence_sequence(list(values), confidence=confidence)
-        cs_low, cs_high = cs.low[-1], cs.high[-1]
+        if sequence is None:
+            cs = betting_confidence_sequence(list(values), confidence=confidence)
+            sequence = cs.low[-1], cs.high[-1]
+        cs_low, cs_high = sequence
         est = float(np.mean(values))
         fixed = betting_interval(list(values), confidence=confidence)
         if fixed is not None:
@@ -243,4 +262,7 @@ def build_certification(
         order=list(order),
         waiting_for=waiting_for,
         baseline=baseline,
+        method=method,
+        method_note=method_note,
+        stop_reason=stop_reason,
     )

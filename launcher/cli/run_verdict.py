@@ -287,6 +287,8 @@ class VerdictCertification(BaseModel):
     waiting_for: str | None = Field(default=None, max_length=MAX_CERTIFY_TEXT)
     baseline: str | None = Field(default=None, max_length=MAX_CERTIFY_TEXT)
     method: str | None = Field(default=None, max_length=200)
+    method_note: str | None = Field(default=None, max_length=MAX_CERTIFY_TEXT)
+    stop_reason: Literal["decided", "futility", "budget"] | None = None
 
 
 def read_certification(summary: Mapping[str, Any]) -> VerdictCertification | None:

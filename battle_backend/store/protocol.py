@@ -27,9 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from battle_backend.store.records import AgentRecord, BattleRecord, BattleState, EventRecord, FinishSpec
+
+if TYPE_CHECKING:
+    from battle_backend.store.attempt_records import AttemptQueue
 
 
 class StoreError(Exception):
@@ -143,6 +146,10 @@ class BattleStore(Protocol):
     @property
     def description(self) -> str:
         """Where the data lives, safe to log (no password)."""
+
+    @property
+    def attempts(self) -> AttemptQueue:
+        """The attempt queue a pool of green agents works a battle through (:mod:`.attempt_records`)."""
 
     async def open(self) -> None:
         """Create or migrate the schema, register this replica; must be called before anything else."""

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -28,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "arena_changes"
 """The NOTIFY channel of every replica of one database."""
+ATTEMPTS_CHANNEL = "arena_attempts"
+"""Publishes and requeues of the attempt queue (payload: the pool's name), for idle lease waiters."""
 RECONNECT_DELAYS_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 """Waits between reconnection attempts (the last one repeats)."""
 KINDS = frozenset({"battle", "agent_ready"})
@@ -62,6 +65,8 @@ class NoticeListener:
         self._conninfo = conninfo
         self._replica_id = replica_id
         self.handler: NoticeHandler | None = None
+        self.attempt_handler: Callable[[str | None], None] | None = None
+        """Called with a pool's name on ``arena_attempts`` (None after a lost connection: every pool)."""
         self._task: asyncio.Task[None] | None = None
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._listening = asyncio.Event()
@@ -100,6 +105,7 @@ class NoticeListener:
         conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
         try:
             await conn.execute(f"LISTEN {CHANNEL}")
+            await conn.execute(f"LISTEN {ATTEMPTS_CHANNEL}")
         except BaseException:
             with contextlib.suppress(psycopg.Error):
                 await conn.close()
@@ -117,11 +123,22 @@ class NoticeListener:
         except Exception:
             logger.exception("battle store: a notice handler failed on %s", notice)
 
+    def _wake(self, pool: str | None) -> None:
+        handler = self.attempt_handler
+        if handler is not None:
+            try:
+                handler(pool)
+            except Exception:
+                logger.exception("battle store: an attempt wake-up failed")
+
     async def _run(self, conn: psycopg.AsyncConnection[Any]) -> None:
         attempt = 0
         while True:
             try:
                 async for notify in conn.notifies():
+                    if notify.channel == ATTEMPTS_CHANNEL:
+                        self._wake(notify.payload)
+                        continue
                     try:  # anyone who can connect can NOTIFY on this channel: nothing it sends may stop us
                         parsed = parse_payload(notify.payload)
                     except Exception:
@@ -149,4 +166,5 @@ class NoticeListener:
                 self.reconnects += 1
                 logger.info("battle store: LISTEN connection back; views re-read the store")
                 self._deliver(StoreNotice(kind="resync", key=""))
+                self._wake(None)
                 break

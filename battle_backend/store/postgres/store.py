@@ -26,6 +26,9 @@ JSON values runs in a worker thread, so a multi-megabyte result never stalls the
 
 from __future__ import annotations
 
+from typing import Any
+
+from battle_backend.store.postgres.attempt_queue import PostgresAttemptQueue
 from battle_backend.store.postgres.pool import is_postgres_url, safe_url, storable
 from battle_backend.store.postgres.transitions import PostgresTransitions
 
@@ -36,3 +39,9 @@ class PostgresStore(PostgresTransitions):
     """`BattleStore` on a PostgreSQL database that several replicas may share: the pool and replicas
     (:mod:`~battle_backend.store.postgres.pool`), agents and battles (:mod:`~battle_backend.store.postgres.battles`)
     and state transitions (:mod:`~battle_backend.store.postgres.transitions`), one class each, stacked."""
+
+    def __init__(self, url: str, **options: Any) -> None:
+        super().__init__(url, **options)
+        self.attempts = PostgresAttemptQueue(self)
+        """The attempt queue (issue 29): :mod:`battle_backend.store.postgres.attempt_queue`."""
+        self.listener.attempt_handler = self.attempts.signal.notify

@@ -86,7 +86,64 @@ DROP INDEX battle_events_event_id;
 CREATE UNIQUE INDEX battle_events_event_key ON battle_events (battle_id, verified, event_id) WHERE event_id IS NOT NULL;
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3), (4, SCHEMA_V4))
+SCHEMA_V5 = """
+-- The attempt queue (issue 29): a battle's attempts published by its owning green agent, leased by pool members.
+-- attempt_queues: one per battle (its pool, the SHA-256 of the pool key, the requeue limit, the owner's liveness);
+-- battle_attempts: one row per (task_key, attempt), its current lease (generation = the fencing token) and result;
+-- attempt_leases: every lease an attempt had and how it ended (recorded | infra_error | expired; NULL while held).
+-- Lease and owner times are epoch seconds of the store's clock.
+CREATE TABLE attempt_queues (
+    battle_id     TEXT PRIMARY KEY REFERENCES battles (battle_id) ON DELETE CASCADE,
+    pool          TEXT NOT NULL,
+    key_sha256    TEXT NOT NULL,
+    max_requeues  INTEGER NOT NULL,
+    owner_worker  TEXT,
+    owner_seen_at REAL NOT NULL,
+    owner_ttl_s   REAL NOT NULL,
+    published_at  TEXT NOT NULL
+);
+CREATE INDEX attempt_queues_pool ON attempt_queues (pool);
+CREATE TABLE battle_attempts (
+    battle_id     TEXT NOT NULL REFERENCES attempt_queues (battle_id) ON DELETE CASCADE,
+    task_key      TEXT NOT NULL,
+    attempt       INTEGER NOT NULL,
+    position      INTEGER NOT NULL,
+    payload       TEXT NOT NULL,
+    state         TEXT NOT NULL CHECK (state IN ('available', 'leased', 'done', 'failed')),
+    generation    INTEGER NOT NULL DEFAULT 0,
+    leased_by     TEXT,
+    lease_expires REAL,
+    requeues      INTEGER NOT NULL DEFAULT 0,
+    result        TEXT,
+    error         TEXT,
+    recorded_by   TEXT,
+    recorded_at   TEXT,
+    PRIMARY KEY (battle_id, task_key, attempt)
+);
+CREATE INDEX battle_attempts_open ON battle_attempts (battle_id, state, position);
+CREATE TABLE attempt_leases (
+    battle_id  TEXT NOT NULL,
+    task_key   TEXT NOT NULL,
+    attempt    INTEGER NOT NULL,
+    generation INTEGER NOT NULL,
+    worker_id  TEXT NOT NULL,
+    leased_at  TEXT NOT NULL,
+    ended_at   TEXT,
+    outcome    TEXT,
+    detail     TEXT,
+    PRIMARY KEY (battle_id, task_key, attempt, generation),
+    FOREIGN KEY (battle_id, task_key, attempt) REFERENCES battle_attempts (battle_id, task_key, attempt)
+        ON DELETE CASCADE
+);
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, SCHEMA_V1),
+    (2, SCHEMA_V2),
+    (3, SCHEMA_V3),
+    (4, SCHEMA_V4),
+    (5, SCHEMA_V5),
+)
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

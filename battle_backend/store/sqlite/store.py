@@ -55,6 +55,7 @@ from battle_backend.store.records import (
 from battle_backend.store.rows import agent_record, battle_record
 from battle_backend.store.sql import SQLITE
 from battle_backend.store.sqlite import transitions
+from battle_backend.store.sqlite.attempt_queue import SQLiteAttemptQueue
 from battle_backend.store.sqlite.rows import events_after, history_entries
 from battle_backend.store.sqlite.schema import migrate
 from battle_backend.store.sqlite.writer import GroupCommitWriter
@@ -92,6 +93,8 @@ class SQLiteStore:
         self._writer = self._make_writer()
         self._readers = ThreadPoolExecutor(max_workers=reader_threads, thread_name_prefix="arena-db-reader")
         self._closed = False
+        self.attempts = SQLiteAttemptQueue(self._write, self._read)
+        """The attempt queue (issue 29): :mod:`battle_backend.store.sqlite.attempt_queue`."""
 
     def _make_writer(self) -> GroupCommitWriter:
         """The group-commit writer (a method so that a test's subclass can hand in one that fails on purpose)."""

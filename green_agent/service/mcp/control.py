@@ -165,6 +165,7 @@ def battle_results(record: BattleRecord) -> BattleResults:
         micro=result.summary.micro,
         failure_breakdown=result.failure_breakdown,
         infrastructure_errors=result.infrastructure_errors,
+        budget_stop=result.budget_stop,
         attempts=[
             AttemptRow(
                 task_key=a.task_key,

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from green_agent.engine.results import AttemptOutcome, ResultStatus
+from green_agent.engine.results import AttemptOutcome, BudgetStop, ResultStatus
 from green_agent.statistics import MacroStat, MicroStat
 from green_agent.statistics.certification import Certification
 
@@ -113,6 +113,8 @@ class BattleResults(BaseModel):
     markdown: str
     certification: Certification | None = None
     """A ``certify`` battle's decision, as summary.json's ``certification`` (docs/results.md); None otherwise."""
+    budget_stop: BudgetStop | None = None
+    """Set when ``max_cost_usd`` / ``max_wall_s`` stopped the battle before every attempt ran (summary.json's)."""
 
 
 class StartedBattle(BaseModel):

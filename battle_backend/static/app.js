@@ -8,9 +8,6 @@
     if (el) { el.textContent = text; }
   }
 
-  function nearBottom() {
-    return window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
-  }
 
   // --- the attempt filter (same rule as battle_backend/views/attempt_filter.py) -----------------------------------
   function filterValues(form) {
@@ -98,6 +95,68 @@
     return form;
   }
 
+  // --- the battle page's timeline and progress strip (issue 26: the page never scrolls itself) -------------------
+  // The timeline is a box of its own: new events scroll that box while "follow new events" is ticked; scrolling the
+  // box up unticks it, reaching its end again (or ticking it) follows again. The window is never scrolled for the
+  // user, so the progress panel stays where they left it.
+  function initTimelineFollow(timeline) {
+    var box = document.getElementById("timeline-follow");
+    var noop = { added: function () {} };
+    if (!timeline || !box) { return noop; }
+    var label = box.closest("label");
+    if (label) { label.hidden = false; }
+    var lastTop = 0;
+    function atEnd() { return timeline.scrollTop + timeline.clientHeight >= timeline.scrollHeight - 4; }
+    function toEnd() {
+      timeline.scrollTop = timeline.scrollHeight;
+      lastTop = timeline.scrollTop;
+    }
+    timeline.addEventListener("scroll", function () {
+      var top = timeline.scrollTop;
+      if (top < lastTop - 1 && box.checked) {
+        box.checked = false;
+      } else if (top > lastTop && !box.checked && atEnd()) {
+        box.checked = true;
+      }
+      lastTop = top;
+    }, { passive: true });
+    box.addEventListener("change", function () { if (box.checked) { toEnd(); } });
+    if (box.checked) { toEnd(); }
+    return { added: function () { if (box.checked) { toEnd(); } } };
+  }
+
+  // A one-line copy of the progress counters, fixed at the top of the window while the progress panel is scrolled
+  // out of view (text copied with textContent from the server-rendered panel).
+  function initProgressStrip(progressBox) {
+    var strip = document.getElementById("progress-strip");
+    var noop = { update: function () {} };
+    if (!strip || !progressBox) { return noop; }
+    var panelVisible = true;
+    function text(id) {
+      var el = document.getElementById(id);
+      if (!el) { return ""; }
+      var first = el.firstChild;
+      return (first && first.nodeType === 3 ? first.nodeValue : el.textContent).trim();
+    }
+    function update() {
+      var hasPanel = Boolean(progressBox.querySelector(".progress-box"));
+      if (hasPanel) {
+        setText(strip.querySelector(".strip-done"), text("progress-done"));
+        setText(strip.querySelector(".strip-pass1"), text("progress-pass1"));
+        setText(strip.querySelector(".strip-eta"), text("progress-eta"));
+      }
+      strip.hidden = !hasPanel || panelVisible;
+    }
+    if (window.IntersectionObserver) {
+      new IntersectionObserver(function (entries) {
+        panelVisible = entries[entries.length - 1].isIntersecting;
+        update();
+      }).observe(progressBox);
+    }
+    update();
+    return { update: update };
+  }
+
   // --- the battle page ----------------------------------------------------------------------------------------
   function initBattlePage(root) {
     var battleId = root.dataset.battleId;
@@ -110,6 +169,8 @@
     var live = document.getElementById("live-indicator");
     var counter = document.getElementById("event-counter");
     var filter = initFilter();
+    var timelineView = initTimelineFollow(timeline);
+    var strip = initProgressStrip(progressBox);
     var url = "/battles/" + encodeURIComponent(battleId) + "/events?since=" + lastSeq;
     var source = new EventSource(url);
 
@@ -125,12 +186,11 @@
     source.addEventListener("battle_event", function (message) {
       var data = JSON.parse(message.data);
       if (typeof data.seq !== "number" || data.seq <= lastSeq) { return; }
-      var follow = nearBottom();
       timeline.insertAdjacentHTML("beforeend", data.html);
       lastSeq = data.seq;
       root.dataset.lastSeq = String(lastSeq);
       setText(counter, timeline.children.length + " events");
-      if (follow) { window.scrollTo(0, document.body.scrollHeight); }
+      timelineView.added();  // scrolls the timeline's own box when following, never the page
     });
     source.addEventListener("battle_state", function (message) {
       var data = JSON.parse(message.data);
@@ -144,6 +204,7 @@
       if (!progressBox || typeof data.html !== "string") { return; }
       progressBox.innerHTML = data.html;
       grids();
+      strip.update();
       if (data.html && typeof data.done_text === "string") {
         setText(announce, "Attempts done: " + data.done_text + ". pass^1 so far: " + data.pass1_text +
           ". ETA: " + data.eta_text + ".");

@@ -27,6 +27,7 @@ from battle_backend.views.attempt_data import attempt_path, finished_event_detai
 from battle_backend.views.attempt_filter import AttemptFilter
 from battle_backend.views.battle_score import battle_score
 from battle_backend.views.divergence import consistency_box, task_path
+from battle_backend.views.event_icons import event_icon
 from battle_backend.views.progress import LiveProgress
 from battle_backend.views.results import ArenaResultView, build_result_view
 from battle_backend.views.trajectory import raw_messages
@@ -178,10 +179,13 @@ def event_context(event: EventRecord) -> dict[str, Any]:
     keyed = finished_event_detail(payload)
     reported_by = payload.get("reported_by")
     timestamp = payload.get("timestamp")
+    text = message if isinstance(message, str) else (pretty_json(message) if message is not None else "")
+    icon, text = event_icon(detail, text, verified=event.verified)  # text labels, not emoji (views/event_icons.py)
     return {
         "seq": event.seq,
         "is_result": bool(payload.get("is_result")),
-        "message": message if isinstance(message, str) else (pretty_json(message) if message is not None else ""),
+        "message": text,
+        "icon": icon,
         "markdown": markdown if isinstance(markdown, str) else "",
         "detail": detail,
         "has_detail": detail is not None and detail != {} and detail != [],

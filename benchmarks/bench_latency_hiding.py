@@ -86,7 +86,13 @@ def proxy_app(upstream: str, delay_s: float) -> Callable[[Scope, Receive, Send],
         if scope["method"] == "POST" and delay_s > 0:
             await asyncio.sleep(delay_s)
         headers = [(k.decode(), v.decode()) for k, v in scope["headers"] if k.decode().lower() not in hop]
-        reply = await client.request(scope["method"], scope["path"], content=body, headers=headers)
+        for retry in range(3):  # the agent's server closes idle keep-alive connections: a reused one may be dead
+            try:
+                reply = await client.request(scope["method"], scope["path"], content=body, headers=headers)
+                break
+            except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ConnectError):
+                if retry == 2:
+                    raise
         out = [(k.encode(), v.encode()) for k, v in reply.headers.items() if k.lower() not in hop]
         await send({"type": "http.response.start", "status": reply.status_code, "headers": out})
         await send({"type": "http.response.body", "body": reply.content})
@@ -122,6 +128,8 @@ class Figures:
     peak_mb: float
     health: list[float]
     health_failures: int
+    failures: list[str]
+    """Why attempts did not score 1.0 (category, author, detail), at most a few."""
     cpu: dict[str, float]
     """CPU seconds by part: the green agent's serving process, workers, sandboxes, scoring; the white agent, proxy."""
 
@@ -291,6 +299,11 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
         peak_mb=peak[0],
         health=samples,
         health_failures=len(failures),
+        failures=[
+            f"{a['failure']['category']} ({a['failure']['fault_author']}): {a['failure']['detail'][:300]}"
+            for a in attempts
+            if a.get("reward") != 1.0 and a.get("failure")
+        ][:5],
         cpu={**_by_role(cpu), **after},
     )
 
@@ -346,6 +359,8 @@ async def main_async(args: argparse.Namespace) -> int:
         for run in runs:
             figures = await measure(run, args.workers, Path(tmp), sys.executable)
             print(row(figures), flush=True)
+            for failure in figures.failures:
+                print(f"    not 1.0: {failure}", flush=True)
             failed = failed or bool(figures.missed())
     return 1 if failed else 0
 

@@ -125,3 +125,24 @@ async def test_cancel_reaches_the_workers_and_stops_them(tmp_path: Path) -> None
     assert 4 <= len(result.attempts) < 40
     assert all(a.outcome == "success" for a in result.attempts)  # cancelled attempts are not recorded as failures
     assert len(battle.worker_pids) == 2 and all(gone(pid) for pid in battle.worker_pids)
+
+
+async def test_an_interrupted_worker_battle_resumes_to_the_numbers_of_an_uninterrupted_one(tmp_path: Path) -> None:
+    cfg = config(tasks=8, k=4, concurrency=32)
+    battle: Battle | None = None
+
+    async def interrupt_midway(event: BattleEvent) -> None:
+        if event.type == "attempt_finished" and battle is not None and battle.attempts_done == 6:
+            battle.request_interrupt()
+
+    async with ScoringPool(max_workers=1) as scoring, serving(make_agent("flaky", seed=7, fault_rates=FAULTS)) as url:
+        whole = await Battle("whole", url, cfg, scoring=scoring, runs_dir=tmp_path, workers=1).run()
+        battle = Battle("parts", url, cfg, scoring=scoring, runs_dir=tmp_path, sinks=[interrupt_midway], workers=2)
+        first = await asyncio.wait_for(battle.run(), timeout=240)
+        assert first.status == "interrupted" and 6 <= len(first.attempts) < 32
+        assert all(gone(pid) for pid in battle.worker_pids)
+        resumed = Battle("parts", url, cfg, scoring=scoring, runs_dir=tmp_path, workers=2, resume=True)
+        rest = await asyncio.wait_for(resumed.run(), timeout=240)
+    assert rest.status == "completed" and rest.resumed_attempts == len(first.attempts)
+    assert outcomes(rest) == outcomes(whole)
+    assert rest.summary == whole.summary

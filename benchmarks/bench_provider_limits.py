@@ -28,22 +28,14 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from green_agent.engine.battle import Battle  # noqa: E402
-from green_agent.engine.config import BattleConfig, UserSimulatorConfig  # noqa: E402
-from green_agent.engine.results import FaultAuthor  # noqa: E402
-from green_agent.engine.tau.sandbox import SandboxFactory  # noqa: E402
-from green_agent.engine.tau.scoring import ScoringPool  # noqa: E402
-from green_agent.provider_limits import ProviderLimits  # noqa: E402
-from tests.green_agent.service.conftest import white_agent  # noqa: E402
-from tests.support.fake_openai import ProviderLimitsSpec, fake_state, make_fake_openai, text_reply  # noqa: E402
-from tests.support.servers import serve_app  # noqa: E402
-
 TASKS = [0, 1, 2, 3, 4, 5, 6, 8]
 """The mock tasks whose gold solution passes (calibration: every attempt should succeed)."""
 TOKENS = {"prompt_tokens": 90, "completion_tokens": 10}
 
 
 def customer(request: dict[str, Any]) -> Any:
+    from tests.support.fake_openai import text_reply
+
     heard = sum(1 for m in request.get("messages", []) if m.get("role") == "user")
     if heard >= 2:
         return text_reply("Thank you, that is all. ###STOP###", usage=TOKENS)
@@ -51,6 +43,18 @@ def customer(request: dict[str, Any]) -> Any:
 
 
 async def measure(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: the tool sandboxes' fork server re-imports this module (as __mp_main__) in
+    # every sandbox it starts: 64 of them importing the engine at once is more than a loaded machine builds in time.
+    from green_agent.engine.battle import Battle
+    from green_agent.engine.config import BattleConfig, UserSimulatorConfig
+    from green_agent.engine.results import FaultAuthor
+    from green_agent.engine.tau.sandbox import SandboxFactory
+    from green_agent.engine.tau.scoring import ScoringPool
+    from green_agent.provider_limits import ProviderLimits
+    from tests.green_agent.service.conftest import white_agent
+    from tests.support.fake_openai import ProviderLimitsSpec, fake_state, make_fake_openai
+    from tests.support.servers import serve_app
+
     os.environ.setdefault("ARENA_BENCH_USER_KEY", "sk-bench")
     limits = ProviderLimitsSpec(
         max_concurrency=args.max_concurrency,

@@ -29,6 +29,7 @@ from battle_backend.context import BackendContext
 from battle_backend.http.body import BodyCap, BodyLimitMiddleware
 from battle_backend.http.mcp_platform import MCP_PATH, MESSAGES_PATH, PlatformMcp
 from battle_backend.http.routes_api import api_routes
+from battle_backend.http.routes_leases import lease_routes
 from battle_backend.http.routes_live import live_routes
 from battle_backend.http.routes_web import web_routes
 from battle_backend.http.security import SecurityHeadersMiddleware
@@ -165,7 +166,7 @@ def create_app(settings: BackendSettings | None = None, *, runs_home: RunsHome |
             await store.close()
 
     return Starlette(
-        routes=[*api_routes(), *live_routes(), *web_routes(), *platform_mcp.routes()],
+        routes=[*api_routes(), *lease_routes(), *live_routes(), *web_routes(), *platform_mcp.routes()],
         middleware=[
             Middleware(SecurityHeadersMiddleware),
             Middleware(BodyLimitMiddleware, cap=body_cap(settings)),

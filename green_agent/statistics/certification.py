@@ -97,14 +97,17 @@ def ordered_observations(
     return values, None
 
 
-def threshold_capitals(values: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+def threshold_capitals(
+    values: np.ndarray, threshold: float, truncation: float = _TRUNCATION
+) -> tuple[np.ndarray, np.ndarray]:
     """log K+_t and log K-_t at m = ``threshold`` after each observation, vectorised over rows (rows x n), with the
-    same time-uniform bets as :func:`green_agent.statistics.betting.betting_confidence_sequence`."""
+    same time-uniform bets as :func:`green_agent.statistics.betting.betting_confidence_sequence` (and its
+    ``truncation``)."""
     x = np.atleast_2d(np.asarray(values, dtype=np.float64))
     bets = _plugin_bets(x, None)
     centred = x - threshold
-    up = np.log1p(np.minimum(bets, _TRUNCATION / threshold) * centred)
-    down = np.log1p(-np.minimum(bets, _TRUNCATION / (1.0 - threshold)) * centred)
+    up = np.log1p(np.minimum(bets, truncation / threshold) * centred)
+    down = np.log1p(-np.minimum(bets, truncation / (1.0 - threshold)) * centred)
     return np.cumsum(up, axis=-1), np.cumsum(down, axis=-1)
 
 

@@ -6,9 +6,11 @@
   Ville's inequality, which the betting sequence needs for values of any shape, wastes most of alpha at a few
   dozen observations; the exact design does not.
 - Every other claim (pass^j with j < k, whose per-task values lie anywhere in [0, 1]; comparisons with a baseline)
-  and larger budgets: the betting confidence sequence of :mod:`green_agent.statistics.certification`, with a
-  deterministic futility stop (inconclusive as soon as no values of the remaining budget could reach either
-  capital bar: the decision is then the one the whole budget would give, so nothing changes but the attempts).
+  and larger budgets: the betting confidence sequence of :mod:`green_agent.statistics.certification` with bets
+  truncated at ``TRUNCATION``, and two futility stops: inconclusive as soon as no values of the remaining budget
+  could reach either capital bar (the decision is then the one the whole budget would give, so nothing changes but
+  the attempts), and at a quarter, half and three quarters of the budget when seeded continuations (bootstrap of
+  the values so far, widened by one 0 and one 1) rarely reach one (:func:`predictive_chance`).
   Turning such values into 0/1 coins of the same mean would make the exact design apply to them too, but its
   guarantee then holds over fresh coins only: coins drawn from the config's seed (0 unless set) would be the same in
   every battle, so they are not used.
@@ -24,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from green_agent.statistics.betting import _TRUNCATION, _TUNING_ALPHA
+from green_agent.statistics.betting import _TUNING_ALPHA
 from green_agent.statistics.certification import CERTIFY_METHOD, threshold_capitals
 from green_agent.statistics.sequential_binomial import (
     BINOMIAL_METHOD,
@@ -39,6 +41,11 @@ from green_agent.statistics.sequential_binomial import (
     binomial_design,
     binomial_sequence,
 )
+
+TRUNCATION = 0.8
+"""c of the betting design's bets, l+(m) = min(l, c / m): 0.8 rather than the intervals' 0.5, so concentrated values
+(every task near 0.9, say) move the capital fast enough to decide within a few dozen tasks; any c < 1 keeps the
+capital a nonnegative martingale, so the guarantee is the same (benchmarks/bench_certify.py)."""
 
 StopReason = Literal["decided", "futility", "budget"]
 REASONS: dict[int, StopReason] = {DECIDED: "decided", FUTILE: "futility", BUDGET: "budget"}
@@ -93,7 +100,7 @@ class CertifyDesign:
 
         if x.size == 0:
             return 0.0, 1.0
-        cs = betting_confidence_sequence(x, confidence=self.confidence)
+        cs = betting_confidence_sequence(x, confidence=self.confidence, truncation=TRUNCATION)
         return cs.low[-1], cs.high[-1]
 
 
@@ -128,15 +135,15 @@ def betting_decisions(
     t = np.arange(1, budget + 1, dtype=np.float64)
     # The plug-in bet at look t is sqrt(2 log(2/a0) / (s2 t log(1 + t))) with s2 >= 1/(4 t): at most this.
     largest = np.sqrt(8.0 * math.log(2.0 / _TUNING_ALPHA) / np.log1p(t))
-    gain_up = np.log1p(np.minimum(largest, _TRUNCATION / threshold) * (1.0 - threshold))
-    gain_down = np.log1p(np.minimum(largest, _TRUNCATION / (1.0 - threshold)) * threshold)
+    gain_up = np.log1p(np.minimum(largest, TRUNCATION / threshold) * (1.0 - threshold))
+    gain_down = np.log1p(np.minimum(largest, TRUNCATION / (1.0 - threshold)) * threshold)
     ahead_up = np.concatenate([np.cumsum(gain_up[::-1])[::-1], [0.0]])  # [i]: most the looks after i can add
     ahead_down = np.concatenate([np.cumsum(gain_down[::-1])[::-1], [0.0]])
     if ahead_up[0] < bar and ahead_down[0] < bar:
         return decision, np.zeros(rows, dtype=np.int64), np.full(rows, FUTILE, dtype=np.int64)
     if n == 0:
         return decision, used, reason
-    up, down = threshold_capitals(x, threshold)
+    up, down = threshold_capitals(x, threshold, TRUNCATION)
     done = np.zeros(rows, dtype=bool)
     for i in range(n):
         cert = ~done & (up[:, i] >= bar)
@@ -177,7 +184,7 @@ def predictive_chance(prefix: np.ndarray, threshold: float, bar: float, budget: 
     picks = rng.integers(0, t + 2, size=(rows, PREDICTIVE_DRAWS, rest))
     future = np.take_along_axis(np.broadcast_to(pool[:, None, :], (rows, PREDICTIVE_DRAWS, t + 2)), picks, axis=2)
     paths = np.concatenate([np.broadcast_to(prefix[:, None, :], (rows, PREDICTIVE_DRAWS, t)), future], axis=2)
-    up, down = threshold_capitals(paths.reshape(rows * PREDICTIVE_DRAWS, budget), threshold)
+    up, down = threshold_capitals(paths.reshape(rows * PREDICTIVE_DRAWS, budget), threshold, TRUNCATION)
     hit = (up[:, t:] >= bar).any(axis=1) | (down[:, t:] >= bar).any(axis=1)
     chance: np.ndarray = hit.reshape(rows, PREDICTIVE_DRAWS).mean(axis=1)
     return chance

@@ -7,8 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from green_agent.statistics.certification import sequential_decisions
-from green_agent.statistics.certify_design import betting_decisions, certify_design, futility_looks, predictive_chance
+from green_agent.statistics.certification import sequential_decisions, threshold_capitals
+from green_agent.statistics.certify_design import (
+    TRUNCATION,
+    betting_decisions,
+    certify_design,
+    futility_looks,
+    predictive_chance,
+)
 from green_agent.statistics.sequential_binomial import (
     BUDGET,
     DECIDED,
@@ -105,13 +111,24 @@ def test_the_design_is_chosen_from_the_config_alone() -> None:
     assert np.array_equal(again.binomial.reach, small.binomial.reach)
 
 
+def whole_budget_decisions(x: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """The betting design without futility stops: first look where a capital reaches 2/alpha, else the budget."""
+    up, down = threshold_capitals(x, threshold, TRUNCATION)
+    bar = np.log(40.0)
+    n = x.shape[1]
+    first_up = np.where((up >= bar).any(axis=1), (up >= bar).argmax(axis=1), n)
+    first_down = np.where((down >= bar).any(axis=1), (down >= bar).argmax(axis=1), n)
+    code = np.where(first_up < first_down, 1, np.where(first_down < first_up, -1, 0))
+    return code, np.where(code == 0, n, np.minimum(first_up, first_down) + 1)
+
+
 def test_the_betting_futility_stops_only_give_up_and_the_deterministic_one_changes_nothing() -> None:
     rng = np.random.default_rng(9)
     stopped_early = changed = 0
     for threshold in (0.2, 0.5, 0.7):
         for n in (10, 30, 60):
             x = np.clip(rng.beta(2.0, 2.0, (300, n)) + rng.uniform(-0.3, 0.3, (300, 1)), 0.0, 1.0)
-            full, full_used = sequential_decisions(x, threshold)
+            full, full_used = whole_budget_decisions(x, threshold)
             code, used, reason = betting_decisions(x, threshold, 0.95, n)
             # A decision is the betting sequence's own, at the same look; a futility stop never flips one.
             assert np.all((code == full) | (code == 0))
@@ -137,3 +154,14 @@ def test_the_predictive_chance_is_seeded_by_the_look() -> None:
 def test_betting_runs_nothing_when_the_budget_can_decide_nothing() -> None:
     code, used, reason = betting_decisions(np.zeros((1, 0)), 0.5, 0.95, 3)
     assert (int(code[0]), int(used[0]), int(reason[0])) == (0, 0, FUTILE)
+
+
+def test_a_betting_decision_is_outside_the_sequence_reported_at_the_stop() -> None:
+    rng = np.random.default_rng(4)
+    x = np.clip(rng.beta(8.0, 2.0, (40, 30)), 0.0, 1.0)
+    design = certify_design(threshold=0.6, confidence=0.95, budget=30, binary=False, comparison=False)
+    code, used, _ = design.decisions(x)
+    assert (code == 1).sum() > 10
+    for row in np.flatnonzero(code == 1):
+        low, _ = design.sequence(x[row, : used[row]])
+        assert low >= 0.6 - 1e-5

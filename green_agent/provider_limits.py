@@ -8,9 +8,11 @@ evaluations (the LLM judge); nothing here is process-wide. Every model call goes
 each try), which
 
 * waits for a slot: at most :attr:`ProviderLimiter.allowed` calls of all attempts and battles in flight at once;
-* after a 429, halves the allowed concurrency (multiplicative decrease, once per "generation": the 429s of calls
-  that were started before the last decrease do not decrease it again) and, when the answer carries a Retry-After,
-  pauses every new call to that provider until then (a shared pause, at most ``max_pause_s``);
+* after a 429, multiplies the allowed concurrency by :data:`DECREASE` (0.7, as TCP CUBIC does: with 0.5 a
+  concurrency-limited provider got 0.80 of its limit in benchmarks/bench_provider_limits.py, with 0.7 0.84), once
+  per "generation" (the 429s of calls that were started before the last decrease do not decrease it again) and, when
+  the answer carries a Retry-After, pauses every new call to that provider until then (a shared pause, at most
+  ``max_pause_s``);
 * after each answered call, raises the allowed concurrency by ``1 / allowed`` (additive increase: about one more
   slot per round of ``allowed`` answers), never above the operator's cap.
 
@@ -47,6 +49,8 @@ DEFAULT_PROVIDER_MAX_CONCURRENCY = 32
 """Calls in flight per provider unless the operator says otherwise (``arena-green --provider-max-concurrency``)."""
 MAX_PROVIDER_CONCURRENCY = 4096
 """Largest cap an operator may set."""
+DECREASE = 0.7
+"""What a 429 multiplies the allowed concurrency by (once per generation)."""
 MAX_PAUSE_S = 60.0
 """Longest shared pause one Retry-After may impose (a provider's header is input: bounded)."""
 MAX_PROVIDERS = 256
@@ -113,7 +117,7 @@ class ProviderLimiter:
         self.rate_limited = 0
         """429 answers seen."""
         self.decreases = 0
-        """Times the limit was halved (also the generation a call started in)."""
+        """Times the limit was lowered (also the generation a call started in)."""
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     @property
@@ -141,7 +145,7 @@ class ProviderLimiter:
     def _on_rate_limited(self, generation: int, retry_after: float | None) -> None:
         self.rate_limited += 1
         if generation == self.decreases:  # the first 429 of its generation: slow down once
-            self.limit = max(1.0, self.limit / 2.0)
+            self.limit = max(1.0, self.limit * DECREASE)
             self.decreases += 1
             log.info("provider %s: HTTP 429, allowed concurrency now %d", self.name, self.allowed)
         if retry_after is not None:

@@ -3,8 +3,9 @@ conversations (they all call one model at one base URL).
 
 The same rules as the green agent's limiter (green_agent/provider_limits.py, docs/design/providers.md), kept as a
 small copy because the white agents import nothing from ``green_agent``: at most ``allowed`` calls in flight; a 429
-halves ``allowed`` once per generation and its Retry-After pauses every new call (at most ``max_pause_s``); each
-answered call adds ``1 / allowed``, up to the cap. The retries themselves stay in :mod:`white_agent.model_retry`.
+multiplies ``allowed`` by 0.7 once per generation and its Retry-After pauses every new call (at most
+``max_pause_s``); each answered call adds ``1 / allowed``, up to the cap. The retries themselves stay in
+:mod:`white_agent.model_retry`.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class ProviderLimiter:
             if getattr(error, "status_code", None) == 429:
                 self.rate_limited += 1
                 if generation == self.decreases:
-                    self.limit = max(1.0, self.limit / 2.0)
+                    self.limit = max(1.0, self.limit * 0.7)
                     self.decreases += 1
                 hint = retry_after_s(error)
                 if hint is not None:

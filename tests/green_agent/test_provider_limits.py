@@ -1,4 +1,4 @@
-"""Per-provider caps (green_agent/provider_limits.py, issue 27): the cap holds across callers, a 429 halves the
+"""Per-provider caps (green_agent/provider_limits.py, issue 27): the cap holds across callers, a 429 lowers the
 allowed concurrency once per generation and pauses every caller until its Retry-After, answers raise it back
 gradually, cancelled waiters never leak a slot, and the retry loop counts the 429s. Orders and counts only, never
 durations."""
@@ -63,7 +63,7 @@ async def test_the_cap_holds_across_every_caller_of_a_provider() -> None:
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_429_halves_the_limit_once_per_generation_and_answers_raise_it_again() -> None:
+async def test_a_429_lowers_the_limit_once_per_generation_and_answers_raise_it_again() -> None:
     limiter = ProviderLimiter("p", max_concurrency=8)
     gate = asyncio.Event()
 
@@ -77,16 +77,16 @@ async def test_a_429_halves_the_limit_once_per_generation_and_answers_raise_it_a
     results = await asyncio.gather(*tasks, return_exceptions=True)
     assert all(isinstance(r, openai.RateLimitError) for r in results)
     # eight 429s of calls started in the same generation: one decrease, not eight
-    assert (limiter.rate_limited, limiter.decreases, limiter.allowed) == (8, 1, 4)
+    assert (limiter.rate_limited, limiter.decreases, limiter.allowed) == (8, 1, 5)  # 8 x 0.7 = 5.6
 
     async def fine() -> str:
         return "ok"
 
-    for _ in range(4):  # each answer adds 1 / limit: a round of about `allowed` answers adds one slot
+    for _ in range(2):  # each answer adds 1 / limit: a round of about `allowed` answers adds one slot
         await limiter.run(fine)
-    assert limiter.allowed == 4
-    await limiter.run(fine)
     assert limiter.allowed == 5
+    await limiter.run(fine)
+    assert limiter.allowed == 6
     for _ in range(200):
         await limiter.run(fine)
     assert limiter.allowed == limiter.cap == 8  # recovered, never above the cap

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
 
 from battle_backend.store.attempt_queue_rules import (
     MAX_ATTEMPT_NUMBER,
@@ -31,16 +31,20 @@ SCHEMA_ID = "arena.attempt-leases/1"
 MAX_ID_CHARS = 256
 MAX_WAIT_S = 30.0
 
-Name = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID_CHARS)]
-TaskKey = Annotated[StrictStr, Field(min_length=1, max_length=MAX_TASK_KEY_CHARS)]
-AttemptNumber = Annotated[StrictInt, Field(ge=0, le=MAX_ATTEMPT_NUMBER)]
-Ttl = Annotated[float, Field(ge=MIN_TTL_S, le=MAX_TTL_S)]
 
-
-def _printable(value: str, field: str) -> str:
+def _printable(value: str, field: str = "the value") -> str:
+    """Names the store keeps (ids, pools, task keys) hold no control characters (PostgreSQL refuses NUL)."""
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise ValueError(f"{field} must not contain control characters")
     return value
+
+
+Name = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(_printable)]
+TaskKey = Annotated[StrictStr, Field(min_length=1, max_length=MAX_TASK_KEY_CHARS)]
+AttemptNumber = Annotated[StrictInt, Field(ge=0, le=MAX_ATTEMPT_NUMBER)]
+Ttl = Annotated[float, Field(ge=MIN_TTL_S, le=MAX_TTL_S)]
+MAX_PAGE = 200
+"""Attempts per page of ``GET /battles/{id}/attempts`` (each may carry a result of up to max_request_bytes)."""
 
 
 class _Body(BaseModel):
@@ -91,7 +95,7 @@ class LeaseRefIn(_Body):
     """A lease as its worker presents it: the attempt, the generation it was leased under (the fencing token)."""
 
     battle_id: Name
-    task_key: TaskKey
+    task_key: Annotated[TaskKey, AfterValidator(_printable)]
     attempt: AttemptNumber
     generation: Annotated[StrictInt, Field(ge=1)]
     worker_id: Name
@@ -198,6 +202,8 @@ class AttemptsResponse(_Body):
     owner_worker: str | None
     counts: dict[str, int]
     attempts: list[AttemptOut]
+    next_offset: int | None
+    """``?offset=`` of the next page (pages of at most ``limit``, 200), None after the last one."""
 
 
 class OwnerRequest(_Body):

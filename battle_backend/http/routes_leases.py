@@ -30,6 +30,7 @@ from battle_backend.battles.api_models import ApiError, validate_data
 from battle_backend.http.body import read_json
 from battle_backend.http.lease_models import (
     MAX_ID_CHARS,
+    MAX_PAGE,
     AttemptOut,
     AttemptsResponse,
     HeartbeatRequest,
@@ -104,6 +105,16 @@ def _token(request: Request, *, required: bool = True) -> str | None:
     return token
 
 
+def _query_int(request: Request, name: str, default: int, most: int) -> int:
+    """A non-negative integer query parameter up to ``most`` (422 naming it otherwise)."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 10) or int(raw) > most:
+        raise ApiError(422, [{"type": "int_parsing", "loc": ["query", name], "msg": f"an integer from 0 to {most}"}])
+    return int(raw)
+
+
 def _refusal(exc: StoreError) -> ApiError:
     """The store's refusal as an HTTP answer."""
     if isinstance(exc, TokenRejected):
@@ -150,9 +161,12 @@ async def list_attempts(request: Request) -> JSONResponse:
     token, key = _token(request, required=False), _pool_key(request, required=False)
     if token is None and key is None:
         raise ApiError(401, "The battle's token or the pool key is needed to read its attempts")
+    offset, limit = _query_int(request, "offset", 0, 10**9), _query_int(request, "limit", MAX_PAGE, MAX_PAGE)
     queue = _queue(request)
     try:
-        attempts = await queue.list_attempts(battle_id, presented_token=token, pool_key=key)
+        attempts = await queue.list_attempts(
+            battle_id, presented_token=token, pool_key=key, offset=offset, limit=max(1, limit)
+        )
         info = await queue.queue_info(battle_id)
     except StoreError as exc:
         raise _refusal(exc) from exc
@@ -164,6 +178,7 @@ async def list_attempts(request: Request) -> JSONResponse:
         owner_worker=info.owner_worker,
         counts=info.counts,
         attempts=[AttemptOut.of(a) for a in attempts],
+        next_offset=offset + len(attempts) if offset + len(attempts) < sum(info.counts.values()) else None,
     )
     return _json(out)
 

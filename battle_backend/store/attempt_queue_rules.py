@@ -32,6 +32,7 @@ MAX_PAYLOAD_CHARS = 64 * 1024
 """An attempt's payload as stored JSON text (the owner's opaque description of the work)."""
 MAX_ERROR_CHARS = 4096
 MAX_ATTEMPTS_PER_PUBLISH = 2000
+MAX_ATTEMPTS_PER_BATTLE = 100_000
 MAX_LEASES_PER_CALL = 64
 MIN_TTL_S, MAX_TTL_S = 0.05, 3600.0
 MAX_REQUEUES = 100
@@ -74,6 +75,12 @@ def checked_specs(battle_id: str, attempts: list[AttemptSpec]) -> list[tuple[Att
     return checked
 
 
+def check_battle_size(battle_id: str, stored: int, adding: int) -> None:
+    """PublishRefused when the battle would hold more than :data:`MAX_ATTEMPTS_PER_BATTLE` attempts."""
+    if stored + adding > MAX_ATTEMPTS_PER_BATTLE:
+        raise PublishRefused(battle_id, "attempts", f"a battle holds at most {MAX_ATTEMPTS_PER_BATTLE} attempts")
+
+
 def check_publish_settings(battle_id: str, max_requeues: int, owner_ttl_s: float) -> None:
     """PublishRefused for settings out of range."""
     if not 0 <= max_requeues <= MAX_REQUEUES:
@@ -114,6 +121,12 @@ def is_duplicate(ref: LeaseRef, row: Any) -> bool:
         and int(row["generation"]) == ref.generation
         and row["recorded_by"] == ref.worker_id
     )
+
+
+def page_bounds(offset: int, limit: int | None) -> tuple[int, int]:
+    """Positions (first, last] of a page: a battle's attempts are numbered 1..N in publish order, without gaps."""
+    first = max(0, offset)
+    return first, first + limit if limit is not None else MAX_ATTEMPTS_PER_BATTLE + 1
 
 
 def after_requeue(requeues: int, max_requeues: int) -> tuple[AttemptState, RecordStatus]:

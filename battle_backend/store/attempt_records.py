@@ -172,9 +172,16 @@ class AttemptQueue(Protocol):
         """The harness failed this attempt: requeued (REQUEUED) until its requeues are used up (FAILED)."""
 
     async def list_attempts(
-        self, battle_id: str, *, presented_token: str | None = None, pool_key: str | None = None
+        self,
+        battle_id: str,
+        *,
+        presented_token: str | None = None,
+        pool_key: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[StoredAttempt]:
-        """Every attempt of the battle in publish order, with its lease history (the battle's token or pool key)."""
+        """The battle's attempts in publish order (after the first ``offset``, at most ``limit``), each with its
+        lease history; the battle's token or its pool key is needed."""
 
     async def queue_info(self, battle_id: str) -> QueueInfo | None:
         """The battle's queue, or None."""

@@ -27,6 +27,7 @@ from battle_backend.store.attempt_queue_rules import (
     WorkSignal,
     after_requeue,
     bounded_error,
+    check_battle_size,
     check_pool,
     check_publish_settings,
     check_ttl,
@@ -34,6 +35,7 @@ from battle_backend.store.attempt_queue_rules import (
     is_duplicate,
     key_digest,
     lease_refusal,
+    page_bounds,
 )
 from battle_backend.store.attempt_records import (
     AttemptSpec,
@@ -180,6 +182,7 @@ class PostgresAttemptQueue:
                     (battle_id, spec.task_key, spec.attempt, start + added + 1, payload),
                 )
                 added += max(cur.rowcount, 0)
+            check_battle_size(battle_id, start, added)  # raising rolls this publish back
             if added:
                 await self._notify(conn, pool)
             return PublishOutcome(added=added, already=len(specs) - added)
@@ -313,7 +316,13 @@ class PostgresAttemptQueue:
         return outcome
 
     async def list_attempts(
-        self, battle_id: str, *, presented_token: str | None = None, pool_key: str | None = None
+        self,
+        battle_id: str,
+        *,
+        presented_token: str | None = None,
+        pool_key: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[StoredAttempt]:
         """Every attempt in publish order, with its history (the battle's token or the queue's pool key)."""
 
@@ -324,15 +333,29 @@ class PostgresAttemptQueue:
             )
             if not allowed:
                 raise TokenRejected(battle_id, "the battle's token or its pool key is needed to read its attempts")
-            history: dict[tuple[str, int], list[LeaseHistoryEntry]] = {}
-            for h in await self._store._rows(
-                conn, "SELECT * FROM attempt_leases WHERE battle_id = %s ORDER BY generation", (battle_id,)
-            ):
-                history.setdefault((h["task_key"], int(h["attempt"])), []).append(history_entry(h))
-            rows = await self._store._rows(
-                conn, "SELECT * FROM battle_attempts WHERE battle_id = %s ORDER BY position", (battle_id,)
+            first, last = page_bounds(offset, limit)
+            histories = await self._store._rows(
+                conn,
+                "SELECT h.* FROM attempt_leases h JOIN battle_attempts a ON a.battle_id = h.battle_id"
+                " AND a.task_key = h.task_key AND a.attempt = h.attempt"
+                " WHERE h.battle_id = %s AND a.position > %s AND a.position <= %s ORDER BY h.generation",
+                (battle_id, first, last),
             )
-            return [stored_attempt(r, history.get((r["task_key"], int(r["attempt"])), [])) for r in rows]
+            rows = await self._store._rows(
+                conn,
+                "SELECT * FROM battle_attempts WHERE battle_id = %s AND position > %s AND position <= %s"
+                " ORDER BY position",
+                (battle_id, first, last),
+            )
+
+            def build() -> list[StoredAttempt]:
+                history: dict[tuple[str, int], list[LeaseHistoryEntry]] = {}
+                for h in histories:
+                    history.setdefault((h["task_key"], int(h["attempt"])), []).append(history_entry(h))
+                return [stored_attempt(r, history.get((r["task_key"], int(r["attempt"])), [])) for r in rows]
+
+            size = sum(len(r["payload"]) + len(r["result"] or "") for r in rows)
+            return await self._store._decode(build, size)  # large results are decoded off the event loop
 
         return list(await self._store._read(fn))
 

@@ -24,6 +24,7 @@ from battle_backend.store.attempt_queue_rules import (
     WorkSignal,
     after_requeue,
     bounded_error,
+    check_battle_size,
     check_pool,
     check_publish_settings,
     check_ttl,
@@ -31,6 +32,7 @@ from battle_backend.store.attempt_queue_rules import (
     is_duplicate,
     key_digest,
     lease_refusal,
+    page_bounds,
 )
 from battle_backend.store.attempt_records import (
     AttemptSpec,
@@ -81,10 +83,15 @@ class SQLiteAttemptQueue:
             raise QueueNotFound(battle_id)
         return row
 
-    def _history(self, conn: sqlite3.Connection, battle_id: str) -> dict[tuple[str, int], list[LeaseHistoryEntry]]:
+    def _history(
+        self, conn: sqlite3.Connection, battle_id: str, first: int, last: int
+    ) -> dict[tuple[str, int], list[LeaseHistoryEntry]]:
         history: dict[tuple[str, int], list[LeaseHistoryEntry]] = {}
         for row in conn.execute(
-            "SELECT * FROM attempt_leases WHERE battle_id = ? ORDER BY task_key, attempt, generation", (battle_id,)
+            "SELECT h.* FROM attempt_leases h JOIN battle_attempts a ON a.battle_id = h.battle_id"
+            " AND a.task_key = h.task_key AND a.attempt = h.attempt"
+            " WHERE h.battle_id = ? AND a.position > ? AND a.position <= ? ORDER BY h.generation",
+            (battle_id, first, last),
         ):
             history.setdefault((row["task_key"], int(row["attempt"])), []).append(history_entry(row))
         return history
@@ -172,6 +179,7 @@ class SQLiteAttemptQueue:
                     (battle_id, spec.task_key, spec.attempt, start + added + 1, payload),
                 )
                 added += cur.rowcount
+            check_battle_size(battle_id, start, added)  # raising undoes this publish (its savepoint)
             return PublishOutcome(added=added, already=len(specs) - added)
 
         outcome: PublishOutcome = await self._write(fn)
@@ -309,7 +317,13 @@ class SQLiteAttemptQueue:
         return outcome
 
     async def list_attempts(
-        self, battle_id: str, *, presented_token: str | None = None, pool_key: str | None = None
+        self,
+        battle_id: str,
+        *,
+        presented_token: str | None = None,
+        pool_key: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[StoredAttempt]:
         """Every attempt in publish order, with its history (the battle's token or the queue's pool key)."""
 
@@ -320,8 +334,13 @@ class SQLiteAttemptQueue:
             )
             if not allowed:
                 raise TokenRejected(battle_id, "the battle's token or its pool key is needed to read its attempts")
-            history = self._history(conn, battle_id)
-            rows = conn.execute("SELECT * FROM battle_attempts WHERE battle_id = ? ORDER BY position", (battle_id,))
+            first, last = page_bounds(offset, limit)
+            history = self._history(conn, battle_id, first, last)
+            rows = conn.execute(
+                "SELECT * FROM battle_attempts WHERE battle_id = ? AND position > ? AND position <= ?"
+                " ORDER BY position",
+                (battle_id, first, last),
+            )
             return [stored_attempt(r, history.get((r["task_key"], int(r["attempt"])), [])) for r in rows]
 
         return list(await self._read(fn))

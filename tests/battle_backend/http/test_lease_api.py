@@ -209,3 +209,21 @@ def test_the_published_schema_is_the_models() -> None:
         "regenerate: .venv/bin/python -m battle_backend.http.lease_models "
         "battle_backend/schemas/attempt-leases.schema.json"
     )
+
+
+async def test_hostile_names_and_pages(arena: Arena) -> None:
+    client = arena.client
+    battle_id, token = await _battle(arena)
+    assert (await _publish(client, battle_id, token, attempts=_attempts(3, 1))).status_code == 200
+    nul = await _lease(client, "worker\x00one")
+    assert nul.status_code == 422 and nul.json()["detail"][0]["loc"] == ["body", "worker_id"]
+    owner_nul = await _publish(client, battle_id, token, owner_worker="o\x07")
+    assert owner_nul.status_code == 422 and owner_nul.json()["detail"][0]["loc"] == ["body", "owner_worker"]
+    headers = {"X-Battle-Token": token}
+    first = (await client.get(f"/battles/{battle_id}/attempts?limit=2", headers=headers)).json()
+    assert [a["task_key"] for a in first["attempts"]] == ["airline/0", "airline/1"] and first["next_offset"] == 2
+    rest = (await client.get(f"/battles/{battle_id}/attempts?offset=2&limit=2", headers=headers)).json()
+    assert [a["task_key"] for a in rest["attempts"]] == ["airline/2"] and rest["next_offset"] is None
+    for query in ("limit=201", "offset=-1", "offset=99999999999999999999", "limit=x"):
+        bad = await client.get(f"/battles/{battle_id}/attempts?{query}", headers=headers)
+        assert bad.status_code == 422, query

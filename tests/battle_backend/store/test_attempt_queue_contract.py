@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from battle_backend.store import attempt_queue_rules
 from battle_backend.store.attempt_errors import (
     LeaseRefused,
     OwnerAlive,
@@ -268,3 +269,24 @@ async def test_a_silent_owner_is_replaced_by_a_member_who_gets_the_battle_token(
     assert info is not None and info.owner_worker == "member"
     with pytest.raises(OwnerAlive):  # the new owner is alive now
         await store.attempts.claim_owner(battle_id, POOL, KEY, "another member")
+
+
+async def test_attempts_are_read_in_pages_and_a_battle_is_bounded(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attempt_queue_rules, "MAX_ATTEMPTS_PER_BATTLE", 6)
+    battle_id = await running_pool_battle(store)
+    await publish(store, battle_id, specs(2, 2))
+    [lease] = await store.attempts.lease(POOL, KEY, "w1", limit=1, ttl_s=30.0)
+    await store.attempts.record(POOL, KEY, lease.ref, {"reward": 1})
+    with pytest.raises(PublishRefused) as refused:
+        await publish(store, battle_id, specs(4, 2))  # 4 more than stored: past 6, nothing of it is kept
+    assert refused.value.field == "attempts"
+    assert (await publish(store, battle_id, specs(3, 2))).added == 2  # exactly 6
+    pages = [
+        await store.attempts.list_attempts(battle_id, presented_token=TOKEN, offset=offset, limit=4)
+        for offset in (0, 4, 8)
+    ]
+    assert [len(page) for page in pages] == [4, 2, 0]
+    everything = await store.attempts.list_attempts(battle_id, presented_token=TOKEN)
+    assert pages[0] + pages[1] == everything
+    assert [(a.task_key, a.attempt) for a in everything] == [(f"retail/{t}", a) for t in range(3) for a in range(2)]
+    assert [len(a.history) for a in everything] == [1, 0, 0, 0, 0, 0]

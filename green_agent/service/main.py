@@ -17,6 +17,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from green_agent.engine.config import ConfigError, load_battle_config
+from green_agent.provider_limits import MAX_PROVIDER_CONCURRENCY
 from green_agent.service.operator_auth import TOKEN_ENV, TokenError, resolve_operator_token
 
 LOOP_ENV = "ARENA_LOOP"
@@ -174,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None and value < least:
             print(f"error: {flag}: must be at least {least}", file=sys.stderr)
             return 2
+    if (args.provider_max_concurrency or 0) > MAX_PROVIDER_CONCURRENCY:
+        print(f"error: --provider-max-concurrency: at most {MAX_PROVIDER_CONCURRENCY}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # tau2 environments allocate many small objects; fewer GC passes cut environment builds ~3x (see notes/tau2.md).
     gc.set_threshold(100_000, 50, 100)

@@ -93,8 +93,7 @@ class SQLiteStore:
         self._writer = self._make_writer()
         self._readers = ThreadPoolExecutor(max_workers=reader_threads, thread_name_prefix="arena-db-reader")
         self._closed = False
-        self.attempts = SQLiteAttemptQueue(self._write, self._read)
-        """The attempt queue (issue 29): :mod:`battle_backend.store.sqlite.attempt_queue`."""
+        self.attempts = SQLiteAttemptQueue(self._write, self._read)  # issue 29: the attempt queue
 
     def _make_writer(self) -> GroupCommitWriter:
         """The group-commit writer (a method so that a test's subclass can hand in one that fails on purpose)."""

@@ -56,6 +56,8 @@ class CertifyTracker:
         self._outcomes: dict[str, list[bool | None]] = {}
         self._seen = 0
         self._prefix: list[float] = []
+        self._checked = -1
+        self._stopped = False
 
     def state(self, finished: Sequence[AttemptResult]) -> tuple[list[float], str | None]:
         """The observations in the sequence and the task it waits for. ``finished`` only ever grows (the battle's
@@ -75,8 +77,12 @@ class CertifyTracker:
     def decided(self, finished: Sequence[AttemptResult]) -> bool:
         """Certified, refuted, stopped for futility, or every budgeted task in the sequence: start nothing new."""
         values, waiting = self.state(finished)
-        _, _, reason = self.design.decisions(np.asarray([values], dtype=np.float64))
-        return waiting is None or int(reason[0]) != BUDGET
+        if waiting is None:
+            return True
+        if len(values) != self._checked:  # the decision changes only when an observation enters
+            _, _, reason = self.design.decisions(np.asarray([values], dtype=np.float64))
+            self._checked, self._stopped = len(values), int(reason[0]) != BUDGET
+        return self._stopped
 
     def certification(self, finished: Sequence[AttemptResult]) -> Certification:
         """The summary's ``certification``: the sequence at the stop (tasks that attempts in flight completed after

@@ -166,9 +166,16 @@ PREDICTIVE_DRAWS = 64
 """Continuations drawn per predictive check (seeded by the look: deterministic, so a resume stops alike)."""
 
 
+MAX_PREDICTIVE_TASKS = 1000
+"""Budgets above this many tasks keep only the deterministic futility stop (the predictive check simulates
+``PREDICTIVE_DRAWS`` continuations to the budget)."""
+
+
 def futility_looks(budget: int) -> set[int]:
     """The looks at which the betting design checks its predictive chance of a decision: a quarter, half and three
-    quarters of the budget (derived from the budget alone)."""
+    quarters of the budget (derived from the budget alone; none above ``MAX_PREDICTIVE_TASKS``)."""
+    if budget > MAX_PREDICTIVE_TASKS:
+        return set()
     return {math.ceil(budget * f) for f in (0.25, 0.5, 0.75) if 1 <= math.ceil(budget * f) < budget}
 
 

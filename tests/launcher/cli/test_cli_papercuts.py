@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -95,11 +96,18 @@ def test_the_pass_through_commands_have_the_same_help_style(command: str, module
 
 
 def test_shell_completion_script_and_completions() -> None:
-    done = runner.invoke(app, ["--show-completion", "bash"])
-    assert done.exit_code == 0, done.output
-    assert "_ARENA_COMPLETE=complete_bash" in done.output and "complete -o default -F _arena_completion arena" in (
-        done.output
+    # As a user runs it: from bash (typer detects the shell from the parent process).
+    command = f"{shlex.quote(sys.executable)} -m launcher --show-completion"
+    done = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
     )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "_ARENA_COMPLETE=complete_bash" in done.stdout
+    assert "complete -o default -F _arena_completion arena" in done.stdout
     completed = subprocess.run(
         [sys.executable, "-m", "launcher"],
         capture_output=True,

@@ -27,6 +27,13 @@ Exception tree::
     OSError
         RunFileRefused (run_files)
     RuntimeError
+        AttemptLeaseError (service.attempt_lease_client)
+            AttemptQueueMissing (service.attempt_lease_client)
+            LeaseBackendDown (service.attempt_lease_client)
+            LeaseLost (service.attempt_lease_client)
+            LeaseRequestRefused (service.attempt_lease_client)
+            OwnerStillAlive (service.attempt_lease_client)
+            PoolRefused (service.attempt_lease_client)
         SandboxError (engine.tau.sandbox)
         ScoringError (engine.tau.scoring)
         Tau2NotInstalled (engine.tau.flavour)

@@ -255,7 +255,7 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
     green_argv += ["--workers", str(workers)] if workers is not None else []
     k = run.attempts // TASKS
     config = {"mode": "all", "domain": "retail", "split": "test", "k": k, "calibration": True}
-    config |= {"concurrency": run.concurrency, "attempt_timeout_s": 1800, "turn_timeout_s": 600}
+    config |= {"concurrency": run.concurrency, "attempt_timeout_s": 1800, "turn_timeout_s": 600, "tool_timeout_s": 60}
     env = {"ARENA_OPERATOR_TOKEN": TOKEN}
     cpu: dict[int, tuple[str, float]] = {}
     async with started(white_argv) as white, started(proxy_argv) as proxy, started(green_argv, env) as green:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.battle_backend.attempt_samples import attempt_finished, battle_started, progress_event
-from tests.battle_backend.conftest import Arena, progress
+from tests.battle_backend.conftest import Arena, progress, result
+from tests.battle_backend.sample_result import battle_result
 from tests.battle_backend.views.test_attempt_viewer import running_battle
 from tests.support.browser import chromium, screenshot_path, watch_errors
 
@@ -177,4 +178,11 @@ async def test_live_battle_page_at_desktop_and_phone_width(arena: Arena, tmp_pat
         assert (await _layout(page))["scrollY"] == at_end, "new events scrolled the page"
         box = await strip.bounding_box()
         assert box is not None and box["y"] == 0 and box["width"] <= 390
+
+        # finished: the result (pass^k table, chart, grid, usage) replaces the live box, still within 390 px
+        assert (await arena.post(battle_id, result("white_agent", battle_result(battle_id)))).status_code == 204
+        await page.locator("#pass-table").wait_for()
+        await page.locator("#live-indicator", has_text="battle over").wait_for()
+        layout = await page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert layout[0] <= 390, f"the finished page overflows at 390 px: {layout}"
         assert page_errors == []

@@ -264,6 +264,8 @@ class AttemptLeaseClient:
             attempt += 1
             status, raw, retry_after = await self._send(method, path, content, headers, timeout)
             if status is not None and 200 <= status < 300:
+                if len(raw) > self._max_answer_bytes:  # not retried: the same call would get the same answer
+                    raise LeaseBackendDown(what, None, f"answer larger than {self._max_answer_bytes} bytes")
                 return await self._decode(what, model, raw)
             text = _clean(raw.decode("utf-8", "replace"), secrets)
             if status is not None and not (status >= 500 or status in (408, 429)):
@@ -292,8 +294,6 @@ class AttemptLeaseClient:
             return None, f"no answer within {timeout * 2:g} s".encode(), None
         except httpx.HTTPError as error:
             return None, f"{type(error).__name__}: {error}".rstrip(": ").encode("utf-8", "replace"), None
-        if len(raw) > self._max_answer_bytes and 200 <= resp.status_code < 300:
-            return 502, f"answer larger than {self._max_answer_bytes} bytes".encode(), None
         return resp.status_code, raw, _retry_after(resp)
 
     async def _decode(self, what: str, model: type[M], raw: bytes) -> M:
@@ -345,11 +345,15 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 
 async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
+    """At most ``limit`` bytes of the body as sent (not decompressed: a small answer cannot expand in memory)."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_raw():
-        chunks.append(chunk[: limit - size])
-        size += len(chunk)
-        if size >= limit:
-            break
+    try:
+        async for chunk in response.aiter_raw():
+            chunks.append(chunk[: limit - size])
+            size += len(chunk)
+            if size >= limit:
+                break
+    except httpx.StreamConsumed:  # a transport that answered with the body already in memory (a mock)
+        return response.content[:limit]
     return b"".join(chunks)

@@ -35,6 +35,8 @@ class PoolBackend:
     fakes_url: str
     fakes: Starlette
     green: FakeA2AAgent
+    group: ProcessGroup
+    """The test's process group (the backend; members started in their own process)."""
 
     async def battle(self) -> tuple[str, str]:
         """A running battle: (its id, the battle token its green agent received)."""
@@ -93,7 +95,7 @@ async def pool_backend(tmp_path: Path, db: str) -> AsyncIterator[PoolBackend]:
             argv += ["--ready-poll-interval", "0.5", "--battle-timeout-default", "3600"]
             proc = group.start("backend", argv, cwd=REPO)
             await wait_until_ready(proc, url + "/health", timeout_s=120)
-            yield PoolBackend(url, http, fakes_url, fakes, green)
+            yield PoolBackend(url, http, fakes_url, fakes, green, group)
         finally:
             for agent in (green, white):
                 await agent.aclose()

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,8 @@ from green_agent.service.attempt_lease_client import (
 from green_agent.service.outbox import RetryPolicy
 from green_agent.service.pool_member import PoolMember
 from green_agent.wire.attempt_leases import AttemptIn, AttemptOut, HeartbeatResponse, LeaseOut
-from tests.green_agent.service.pool_support import PoolBackend, pool_backend
+from tests.green_agent.service.pool_member_process import KEY_ENV
+from tests.green_agent.service.pool_support import REPO, PoolBackend, pool_backend
 
 POOL, KEY = "pool-a", "the pool's shared secret"
 LIMIT_S = 120.0
@@ -170,6 +174,37 @@ async def test_a_member_stopped_mid_attempt_has_its_attempts_leased_again_and_fi
         else:
             assert [(h.worker_id, h.outcome) for h in a.history] == [("other", "recorded")]
     assert other.counts.recorded == 8 and dying.counts.recorded == 0
+
+
+async def test_a_member_killed_with_sigkill_has_its_attempts_finished_by_another(tmp_path: Path) -> None:
+    """The member runs in a process of its own, killed with SIGKILL while it holds three attempts."""
+    holding = tmp_path / "holding.txt"
+    async with pool_backend(tmp_path, str(tmp_path / "b.sqlite3")) as backend, _client(backend) as owner:
+        battle_id, token = await backend.battle()
+        await owner.publish(battle_id, token, owner_worker="owner", attempts=_attempts(4, 2))
+        argv = [sys.executable, "-m", "tests.green_agent.service.pool_member_process", backend.url, POOL, "doomed"]
+        argv += ["3", "1.0", str(holding)]
+        proc = backend.group.start("doomed-member", argv, env={**os.environ, KEY_ENV: KEY}, cwd=REPO)
+        try:
+            async with asyncio.timeout(LIMIT_S):
+                while len(holding.read_text().splitlines() if holding.exists() else []) < 3:
+                    assert proc.running, proc.stderr_tail()
+                    await asyncio.sleep(0.05)
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            await backend.group.stop(proc)
+        assert proc.popen.returncode == -signal.SIGKILL
+        taken = {(key, int(n)) for key, n in (line.split() for line in holding.read_text().splitlines())}
+        async with _client(backend) as other_client:
+            other = PoolMember(other_client, "other", _fake_run({}, {}), capacity=2, ttl_s=30, wait_s=1)
+            async with _running(other):
+                attempts = await _until_settled(owner, battle_id, token, 8)
+    assert len(taken) == 3
+    for a in attempts:
+        assert a.state == "done" and a.recorded_by == "other"
+        expected = [("doomed", "expired")] if (a.task_key, a.attempt) in taken else []
+        assert [(h.worker_id, h.outcome) for h in a.history] == [*expected, ("other", "recorded")]
+    assert other.counts.recorded == 8
 
 
 async def test_a_slow_attempt_is_kept_alive_by_heartbeats_well_past_its_ttl(tmp_path: Path) -> None:

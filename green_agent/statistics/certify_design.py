@@ -2,7 +2,7 @@
 
 - A claim "pass^k >= threshold" (j = k: every per-task value is 0 or 1 by construction) with a budget of at most
   ``MAX_BINOMIAL_TASKS`` tasks: the exact group-sequential binomial design of
-  :mod:`green_agent.statistics.sequential_binomial` (looks after every task, linear error spending, futility stop).
+  :mod:`green_agent.statistics.sequential_binomial` (looks after every task, power error spending, futility stop).
   Ville's inequality, which the betting sequence needs for values of any shape, wastes most of alpha at a few
   dozen observations; the exact design does not.
 - Every other claim (pass^j with j < k, whose per-task values lie anywhere in [0, 1]; comparisons with a baseline)
@@ -35,7 +35,7 @@ from green_agent.statistics.sequential_binomial import (
     FUTILE,
     FUTILITY_BELOW,
     MAX_BINOMIAL_TASKS,
-    SPENDING,
+    SPENDING_POWER,
     BinomialDesign,
     binomial_decisions,
     binomial_design,
@@ -78,9 +78,9 @@ class CertifyDesign:
                 "inconclusive once no remaining values could decide"
             )
         return (
-            f"exact binomial group-sequential test, a look after every task of {self.budget}, alpha spent "
-            f"{SPENDING}ly over the looks; futility stop when the predictive chance of a decision within "
-            f"the budget is below {FUTILITY_BELOW:g}"
+            f"exact binomial group-sequential test, a look after every task of {self.budget}, alpha/2 per side "
+            f"spent as (t / {self.budget})^{SPENDING_POWER:g} by look t; futility stop when the predictive chance "
+            f"of a decision within the budget is below {FUTILITY_BELOW:g}"
         )
 
     def decisions(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

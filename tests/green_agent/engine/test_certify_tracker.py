@@ -76,7 +76,7 @@ def test_an_exact_claim_stops_at_its_boundary_and_a_resume_reaches_the_same_cert
         finished += attempts(key, [True] * K)
         if track.decided(finished):
             break
-    # 0.5^7 < 0.025 x 7/16 is the first look where all-pass tasks cross the boundary (the betting sequence of the
+    # 0.5^7 < 0.025 x (7/16)^0.5 is the first look where all-pass tasks cross the boundary (the betting sequence of the
     # intervals would need 10 or more); the budget is 16 tasks (64 attempts).
     assert len(finished) == 7 * K
     finished += attempts(track.order[7], [True, False, True, True])  # in flight at the stop: recorded, not observed

@@ -29,8 +29,11 @@ from green_agent.statistics.sequential_binomial import (
 
 
 def crossing_probabilities(budget: int, threshold: float, mu: float) -> tuple[float, float]:
-    """Exact P(certified) and P(refuted) of the design without its futility stop, under Bernoulli(mu) values."""
-    upper, lower = boundaries(budget, np.array([threshold]), 0.95)
+    """Exact P(certified) and P(refuted) of the design (its monotone boundaries) without its futility stop, under
+    Bernoulli(mu) values."""
+    design = binomial_design(budget, threshold)
+    assert np.all(design.upper[1:] >= boundaries(budget, np.array([threshold]), 0.95)[0][0, 1:])
+    upper, lower = design.upper[None, :], design.lower[None, :]
     dist = np.zeros(budget + 2)
     dist[0] = 1.0
     up = down = 0.0

@@ -34,7 +34,14 @@ from green_agent.service.attempt_lease_client import (
     LeaseLost,
     LeaseRequestRefused,
 )
-from green_agent.wire.attempt_leases import MAX_LEASES_PER_CALL, MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S, LeaseOut
+from green_agent.wire.attempt_leases import (
+    MAX_LEASES_PER_CALL,
+    MAX_TTL_S,
+    MAX_WAIT_S,
+    MIN_TTL_S,
+    LeaseOut,
+    LeaseRequest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +84,7 @@ class PoolMember:
             raise ValueError(f"ttl_s must be {MIN_TTL_S} to {MAX_TTL_S} seconds, not {ttl_s}")
         if not 0 <= wait_s <= MAX_WAIT_S:
             raise ValueError(f"wait_s must be 0 to {MAX_WAIT_S} seconds, not {wait_s}")
+        LeaseRequest(worker_id=worker_id)  # the backend's rules for a worker id, checked now (names the field)
         every = ttl_s / 3 if heartbeat_every_s is None else heartbeat_every_s
         if not 0 < every < ttl_s:
             raise ValueError(f"heartbeat_every_s must be above 0 and below ttl_s ({ttl_s}), not {every}")
@@ -102,21 +110,31 @@ class PoolMember:
 
     async def run(self) -> None:
         """Lease and run attempts until cancelled. Raises :class:`AttemptLeaseError` when the backend refuses the
-        member itself (the pool key, the pool, a malformed request): nothing would change by asking again."""
-        async with asyncio.TaskGroup() as group:
-            while True:
-                await self._room.wait()
-                free = self.capacity - self._holding
-                try:
-                    leases = await self._client.lease(
-                        self.worker_id, limit=min(free, MAX_LEASES_PER_CALL), ttl_s=self.ttl_s, wait_s=self.wait_s
-                    )
-                except LeaseBackendDown as error:
-                    logger.warning("pool member %s: cannot lease (%s); trying again", self.worker_id, error)
-                    await asyncio.sleep(self._retry_pause_s)
-                    continue
-                for lease in leases[:free]:
-                    self._take(group, lease)
+        member itself (the pool key, the pool, a malformed request): nothing would change by asking again; the
+        attempts it holds are stopped first."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                await self._lease_loop(group)
+        except BaseExceptionGroup as errors:  # only the loop's own error: the attempts' tasks never raise
+            first = errors.exceptions[0]
+            if len(errors.exceptions) == 1 and isinstance(first, Exception):
+                raise first from None
+            raise
+
+    async def _lease_loop(self, group: asyncio.TaskGroup) -> None:
+        while True:
+            await self._room.wait()
+            free = self.capacity - self._holding
+            try:
+                leases = await self._client.lease(
+                    self.worker_id, limit=min(free, MAX_LEASES_PER_CALL), ttl_s=self.ttl_s, wait_s=self.wait_s
+                )
+            except LeaseBackendDown as error:
+                logger.warning("pool member %s: cannot lease (%s); trying again", self.worker_id, error)
+                await asyncio.sleep(self._retry_pause_s)
+                continue
+            for lease in leases[:free]:
+                self._take(group, lease)
 
     def _take(self, group: asyncio.TaskGroup, lease: LeaseOut) -> None:
         self._holding += 1

@@ -14,8 +14,10 @@ from green_agent.service.attempt_lease_client import (
     LeaseLost,
     LeaseRequestRefused,
     OwnerStillAlive,
+    PoolRefused,
 )
 from green_agent.service.outbox import RetryPolicy
+from green_agent.service.pool_member import PoolMember
 from green_agent.wire.attempt_leases import AttemptIn, LeaseOut
 
 KEY, TOKEN = "pool-key-secret", "battle-token-secret"
@@ -101,3 +103,20 @@ async def test_the_owner_token_goes_only_in_headers_and_never_in_repr() -> None:
     assert request.url.raw_path == b"/battles/b%2F1/attempts"
     assert request.headers["X-Battle-Token"] == TOKEN and request.headers["X-Pool-Key"] == KEY
     assert TOKEN not in request.content.decode() and KEY not in repr(client)
+
+
+async def test_a_member_the_backend_refuses_stops_with_that_refusal_and_checks_its_settings() -> None:
+    client = _client(httpx.MockTransport(lambda r: httpx.Response(403, json={"detail": "not this pool's key"})))
+
+    async def never(lease: LeaseOut) -> dict[str, object]:
+        raise AssertionError("nothing was leased")
+
+    member = PoolMember(client, "w", never, capacity=2)
+    with pytest.raises(PoolRefused, match="lease: HTTP 403"):
+        await member.run()
+    with pytest.raises(ValueError, match="worker_id"):
+        PoolMember(client, "w\n", never, capacity=1)
+    with pytest.raises(ValueError, match="capacity"):
+        PoolMember(client, "w", never, capacity=0)
+    with pytest.raises(ValueError, match="heartbeat_every_s"):
+        PoolMember(client, "w", never, capacity=1, ttl_s=1, heartbeat_every_s=1)

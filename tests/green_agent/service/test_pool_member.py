@@ -217,13 +217,13 @@ async def test_a_slow_attempt_is_kept_alive_by_heartbeats_well_past_its_ttl(tmp_
             beats += 1
             return answer
 
-    ttl_s = 2.0
+    ttl_s = 3.0
     enough = asyncio.Event()
     other_runs: list[LeaseOut] = []
 
     async def slow(lease: LeaseOut) -> dict[str, Any]:
         async with asyncio.timeout(LIMIT_S):
-            while beats < 12:  # 12 beats a fifth of the TTL apart: the attempt outlives its TTL at least twice
+            while beats < 14:  # 14 beats a sixth of the TTL apart: the attempt outlives its TTL at least twice
                 await asyncio.sleep(0.1)
         enough.set()
         return {"reward": 1.0}
@@ -239,7 +239,7 @@ async def test_a_slow_attempt_is_kept_alive_by_heartbeats_well_past_its_ttl(tmp_
             CountingClient(backend.url, POOL, KEY, retry=FAST_RETRY) as slow_client,
             _client(backend) as other_client,
         ):
-            worker = PoolMember(slow_client, "slow", slow, capacity=1, ttl_s=ttl_s, heartbeat_every_s=ttl_s / 5)
+            worker = PoolMember(slow_client, "slow", slow, capacity=1, ttl_s=ttl_s, heartbeat_every_s=ttl_s / 6)
             watcher = PoolMember(other_client, "watcher", must_not_run, capacity=1, ttl_s=ttl_s, wait_s=0.5)
             async with _running(worker, watcher):
                 attempts = await _until_settled(owner, battle_id, token, 1)

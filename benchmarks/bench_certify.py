@@ -4,9 +4,9 @@ Simulates battles through the public API (``green_agent.statistics.certify_desig
 ``certify`` uses) with the scenarios of ``bench_statistics_validity.py``: T tasks (10 and 30, the budget) with
 per-task success probability p drawn from a scenario, k = 4 Bernoulli(p) attempts each, tasks visited in order, the
 per-task unbiased pass^j estimate entering after each task's block. The design is chosen from the config as in a
-battle: pass^4 claims (0/1 values) get the exact binomial group-sequential test (linear alpha spending over a look
-after every task, futility stop), pass^1 claims the betting confidence sequence with its deterministic futility
-stop. For every scenario, j in (1, 4) and threshold (truth, truth +- 0.1, +- 0.2, +- 0.3, inside (0, 1)):
+battle: pass^4 claims (0/1 values) get the exact binomial group-sequential test (a look after every task, alpha/2
+per side spent as sqrt(t / N), futility stop below a 0.2 predictive chance), pass^1 claims the betting confidence
+sequence (bets truncated at 0.8) with its futility stops. For every scenario, j in (1, 4) and threshold (truth, truth +- 0.1, +- 0.2, +- 0.3, inside (0, 1)):
 
 - err_seq: the share of battles whose certified-or-refuted decision is wrong (any decision when the truth equals
   the threshold), target <= alpha + 2 Monte-Carlo standard errors in every cell;

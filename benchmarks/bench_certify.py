@@ -6,7 +6,8 @@ per-task success probability p drawn from a scenario, k = 4 Bernoulli(p) attempt
 per-task unbiased pass^j estimate entering after each task's block. The design is chosen from the config as in a
 battle: pass^4 claims (0/1 values) get the exact binomial group-sequential test (a look after every task, alpha/2
 per side spent as sqrt(t / N), futility stop below a 0.2 predictive chance), pass^1 claims the betting confidence
-sequence (bets truncated at 0.8) with its futility stops. For every scenario, j in (1, 4) and threshold (truth, truth +- 0.1, +- 0.2, +- 0.3, inside (0, 1)):
+sequence (bets truncated at 0.8) with its futility stops. For every scenario, j in (1, 4) and threshold (truth,
+truth +- 0.1, +- 0.2, +- 0.3, inside (0, 1)):
 
 - err_seq: the share of battles whose certified-or-refuted decision is wrong (any decision when the truth equals
   the threshold), target <= alpha + 2 Monte-Carlo standard errors in every cell;

@@ -138,6 +138,14 @@ def _split_size(domain: str, split: str | None) -> int:
 
 
 def _check_index(domain: str, split: str | None, index: int, size: int) -> None:
+    if size == 0:  # upstream tau2 without its data folder finds no task files (banking_knowledge lists none)
+        where = f"{domain}/{split}" if split else domain
+        data = installed_tau2().data_dir
+        raise TaskSelectionError(
+            "task_index",
+            f"{where} has no tasks in the installed tau2's data folder {data} (upstream tau2 reads it "
+            "from TAU2_DATA_DIR: point it at the tau2-bench checkout's data folder)",
+        )
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < size:
         where = f"{domain}/{split}" if split else domain
         raise TaskSelectionError("task_index", f"task_index {index} is out of range for {where}: valid 0..{size - 1}")

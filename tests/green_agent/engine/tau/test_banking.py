@@ -81,3 +81,13 @@ def test_only_banking_knowledge_gets_a_variant_and_environment_arguments() -> No
     assert policy_key("banking_knowledge", ref.task, "bm25") == ("banking_knowledge", "bm25", None)
     assert policy_key("banking_knowledge", ref.task, "golden_retrieval")[2] is not None
     assert policy_key("retail", ref.task, "golden_retrieval") == ("retail", None, None)
+
+
+def test_a_domain_without_tasks_names_the_data_folder_not_an_empty_range() -> None:
+    from green_agent.engine.tau.tasks import _check_index
+
+    with pytest.raises(TaskSelectionError) as caught:
+        _check_index("banking_knowledge", None, 0, 0)  # upstream tau2 run without TAU2_DATA_DIR lists no task
+    assert caught.value.field == "task_index"
+    assert "banking_knowledge has no tasks in the installed tau2's data folder" in str(caught.value)
+    assert "TAU2_DATA_DIR" in str(caught.value) and "0..-1" not in str(caught.value)

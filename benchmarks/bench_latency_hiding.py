@@ -128,6 +128,8 @@ class Figures:
     peak_mb: float
     health: list[float]
     health_failures: int
+    marks: dict[str, float]
+    """Seconds from the request to the first/last attempt started/finished (the start-up is the first start)."""
     failures: list[str]
     """Why attempts did not score 1.0 (category, author, detail), at most a few."""
     cpu: dict[str, float]
@@ -274,9 +276,23 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
         before = {name: cpu_s(process.pid) for name, process in (("white", white), ("proxy", proxy))}
         battle_id = f"latency-{int(run.delay_s * 1000)}-{run.concurrency}-{run.attempts}-{secrets.token_hex(3)}"
         t0 = time.perf_counter()
+        marks: dict[str, float] = {}
+
+        def on_event(event: dict[str, Any], _text: str) -> None:
+            kind = str(event.get("type"))
+            if kind in ("attempt_started", "attempt_finished"):
+                marks.setdefault(f"first {kind}", time.perf_counter() - t0)
+                marks[f"last {kind}"] = time.perf_counter() - t0
+
         try:
             outcome = await run_assessment(
-                green_url, proxy_url + "/", config, battle_id=battle_id, operator_token=TOKEN, idle_timeout_s=900
+                green_url,
+                proxy_url + "/",
+                config,
+                battle_id=battle_id,
+                operator_token=TOKEN,
+                idle_timeout_s=900,
+                on_event=on_event,
             )
         finally:
             wall = time.perf_counter() - t0
@@ -299,6 +315,7 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
         peak_mb=peak[0],
         health=samples,
         health_failures=len(failures),
+        marks=marks,
         failures=[
             f"{a['failure']['category']} ({a['failure']['fault_author']}): {a['failure']['detail'][:300]}"
             for a in attempts
@@ -359,6 +376,7 @@ async def main_async(args: argparse.Namespace) -> int:
         for run in runs:
             figures = await measure(run, args.workers, Path(tmp), sys.executable)
             print(row(figures), flush=True)
+            print("    " + ", ".join(f"{k} {v:.1f} s" for k, v in figures.marks.items()), flush=True)
             for failure in figures.failures:
                 print(f"    not 1.0: {failure}", flush=True)
             failed = failed or bool(figures.missed())

@@ -20,6 +20,7 @@ import httpx
 
 from green_agent.engine.attempt import AttemptDeps, AttemptSpec, ToolGateway, harness_failure, run_attempt
 from green_agent.engine.attempt_details import task_scenario
+from green_agent.engine.attempt_order import attempt_order
 from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
 from green_agent.engine.budget import BudgetTracker
 from green_agent.engine.capped_transport import capped_http_client
@@ -336,18 +337,14 @@ class Battle:
                 await self.emit(finished, finished.text(cfg.k), trajectory=result.take_trajectory())
                 return result
 
-        scheduled = refs
         if self._certify is not None:
-            # The seeded order, each task's k attempts as one block, within the budget (whole tasks); attempts
-            # start in this order (the semaphore wakes its waiters first come, first served).
-            by_key = {r.key: r for r in refs}
-            scheduled = [by_key[key] for key in self._certify.order]
             self._certify_stopped = self._certify.decided(self._finished)  # a resume may be decided already
+        # Attempts start in this order (the semaphore wakes its waiters first come, first served): certify's seeded
+        # order (each task's k attempts as one block, within the budget), else longest expected first.
+        mandated = self._certify.order if self._certify is not None else None
         self._attempt_tasks = [
             asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}")
-            for ref in scheduled
-            for a in range(1, cfg.k + 1)
-            if (ref.key, a) not in carried
+            for ref, a in attempt_order(refs, cfg.k, carried, mandated=mandated)
         ]
         if self._cancel_requested:
             self.request_cancel()

@@ -201,6 +201,7 @@ def run(
     agent: run_overrides.AgentFlag = None,
     max_cost_usd: run_budget.MaxCostFlag = None,
     max_wall_s: run_budget.MaxWallFlag = None,
+    workers: run_overrides.WorkersFlag = None,
 ) -> None:
     """Run a battle: start the white and green agents, stream progress, print the pass^k summary.
 
@@ -249,6 +250,7 @@ def run(
             agent=agent,
             max_cost_usd=max_cost_usd,
             max_wall_s=max_wall_s,
+            workers=workers,
         ),
     )
 

@@ -381,6 +381,7 @@ async def _run_battle(
         green_argv = green_agent_argv(
             green_port, run.runs_dir, python=run.python, module=run.green_module, scenario=prepared.scenario_file
         )
+        green_argv += run.overrides.green_argv()  # --workers
         green_url, _ = await start_agent(
             group,
             display,

@@ -493,6 +493,7 @@ async def execute_run(options: RunOptions, console: Console) -> RunReport:
                     module=options.green_module,
                     scenario=prepared.scenario_file,
                 )
+                green_argv += options.overrides.green_argv()  # --workers
                 starting = {
                     "green_agent": start_agent(
                         group,

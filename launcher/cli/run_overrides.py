@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from green_agent.engine.config import MAX_TASK_INDICES, ConfigError, read_toml
 from green_agent.engine.run_store import write_atomic
@@ -41,6 +41,9 @@ EFFECTIVE_SCENARIO_FILE: Final = "scenario.toml"
 """The scenario a battle with overrides (or without a scenario file) ran, in its run directory."""
 MAX_TASK_SPEC_CHARS: Final = 10_000
 """Longest ``--tasks`` value."""
+MAX_WORKERS: Final = 64
+"""Most ``--workers`` (attempt worker processes of the green agent; each one has its own event loop, scoring workers
+and tool-sandbox fork server; a battle uses one per 16 attempts in flight, so 64 serve 1024, the most concurrency)."""
 
 FLAG_FIELDS: Final[Mapping[str, str]] = {
     "--k": "k",
@@ -74,6 +77,9 @@ class RunOverrides(BaseModel):
     max_cost_usd: float | None = None
     max_wall_s: float | None = None
     """Budgets (launcher/cli/run_budget.py): a resume may change them."""
+    workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
+    """``--workers``: the attempt worker processes of the green agent ``arena run`` starts (its ``--workers``; not a
+    battle setting: no number depends on it, so a resume may change it)."""
 
     def given(self) -> dict[str, Any]:
         """``{flag: value}`` of the flags given (what the run directory records)."""
@@ -84,8 +90,12 @@ class RunOverrides(BaseModel):
             "--domain": self.domain,
         }
         values |= {"--concurrency": self.concurrency, "--seed": self.seed, "--split": self.split, "--agent": self.agent}
-        values |= {"--max-cost-usd": self.max_cost_usd, "--max-wall-s": self.max_wall_s}
+        values |= {"--max-cost-usd": self.max_cost_usd, "--max-wall-s": self.max_wall_s, "--workers": self.workers}
         return {flag: value for flag, value in values.items() if value is not None}
+
+    def green_argv(self) -> list[str]:
+        """Flags for the green agent ``arena run`` starts: ``--workers N`` when given (else its default)."""
+        return ["--workers", str(self.workers)] if self.workers is not None else []
 
 
 def parse_task_spec(spec: str) -> list[int]:
@@ -288,5 +298,15 @@ AgentFlag = Annotated[
         help="the agent under test at URL (white_agent kind external); without SCENARIO: every task of the "
         "domain's test split, k 4, the offline scripted user simulator",
         rich_help_panel=_PANEL,
+    ),
+]
+WorkersFlag = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        min=1,
+        max=MAX_WORKERS,
+        help="attempt worker processes of the green agent arena run starts (its --workers; default: one per core; "
+        f"1..{MAX_WORKERS}; a battle uses one per 16 attempts in flight; numbers do not depend on it)",
     ),
 ]

@@ -9,7 +9,11 @@ concurrencies. For each run it prints:
   start (its attempt workers start with it);
 - attempts/s, the share of attempts scoring 1.0 (calibration: must be all), peak memory (PSS) of the green agent's
   process tree (serving process, attempt workers, sandboxes, scoring workers), and ``/health`` p99 / max polled every
-  50 ms.
+  50 ms;
+- under each row, when the first/last attempt started and finished, and where the time over ideal went: the agent's
+  turn latency (p50 / p95) against the delay (the excess is queueing in the green agent, the proxy and the agent),
+  each party's mean time per attempt, and the attempt that ended last (when it started, its turns, agent and
+  harness seconds).
 
 Targets on a 2-core machine: concurrency 256 with a 2 s delay within 1.5x ideal, every attempt 1.0, /health p99 under
 250 ms (on 16 cores: 1 s delay at 256 within 1.15x, raw throughput at least 100 attempts/s). Exit 1 when a run with
@@ -134,6 +138,8 @@ class Figures:
     """Why attempts did not score 1.0 (category, author, detail), at most a few."""
     cpu: dict[str, float]
     """CPU seconds by part: the green agent's serving process, workers, sandboxes, scoring; the white agent, proxy."""
+    where: str = ""
+    """Where the time over ideal went: turn latency against the delay, time per party, the attempt that ended last."""
 
     @property
     def ideal_s(self) -> float:
@@ -277,12 +283,15 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
         battle_id = f"latency-{int(run.delay_s * 1000)}-{run.concurrency}-{run.attempts}-{secrets.token_hex(3)}"
         t0 = time.perf_counter()
         marks: dict[str, float] = {}
+        starts: dict[tuple[str, int], float] = {}
 
         def on_event(event: dict[str, Any], _text: str) -> None:
             kind = str(event.get("type"))
             if kind in ("attempt_started", "attempt_finished"):
                 marks.setdefault(f"first {kind}", time.perf_counter() - t0)
                 marks[f"last {kind}"] = time.perf_counter() - t0
+            if kind == "attempt_started":
+                starts[(str(event.get("task_key")), int(event.get("attempt") or 0))] = time.perf_counter() - t0
 
         try:
             outcome = await run_assessment(
@@ -322,7 +331,37 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
             if a.get("reward") != 1.0 and a.get("failure")
         ][:5],
         cpu={**_by_role(cpu), **after},
+        where=where_time_went(attempts, starts, run.delay_s),
     )
+
+
+def where_time_went(attempts: list[dict[str, Any]], starts: dict[tuple[str, int], float], delay_s: float) -> str:
+    """The agent's turn latency against the proxy's delay (the rest is queueing in the harness and the agent), the
+    mean time per party of an attempt, and the attempt that ended last: when it started and where its time went."""
+    turns = sorted(t for a in attempts for t in (a.get("usage") or {}).get("agent_turn_latencies_s", []))
+    if not turns:
+        return ""
+
+    def usage(a: dict[str, Any], part: str) -> float:
+        return float((a.get("usage") or {}).get(part) or 0.0)
+
+    p50, p95 = turns[len(turns) // 2], turns[min(len(turns) - 1, int(0.95 * len(turns)))]
+    parts = ", ".join(
+        f"{p} {sum(usage(a, p + '_s') for a in attempts) / len(attempts):.1f} s" for p in ("agent", "user", "harness")
+    )
+    text = f"turn p50 {p50:.2f} s / p95 {p95:.2f} s (delay {delay_s:g} s); per attempt: {parts}"
+    timed = [
+        (starts[key] + float(a["duration_s"]), key, a)
+        for a in attempts
+        if (key := (f"{a['domain']}/{a['split']}/{a['task_index']}", int(a["attempt"]))) in starts
+    ]
+    if timed:
+        _end, (task, number), a = max(timed, key=lambda item: item[0])
+        text += (
+            f"; ended last: {task}#{number} ({a['steps']} turns) started {starts[(task, number)]:.1f} s, took "
+            f"{float(a['duration_s']):.1f} s (agent {usage(a, 'agent_s'):.1f}, harness {usage(a, 'harness_s'):.1f})"
+        )
+    return text
 
 
 def cpu_s(pid: int) -> float:
@@ -377,6 +416,7 @@ async def main_async(args: argparse.Namespace) -> int:
             figures = await measure(run, args.workers, Path(tmp), sys.executable)
             print(row(figures), flush=True)
             print("    " + ", ".join(f"{k} {v:.1f} s" for k, v in figures.marks.items()), flush=True)
+            print(f"    {figures.where}", flush=True)
             for failure in figures.failures:
                 print(f"    not 1.0: {failure}", flush=True)
             failed = failed or bool(figures.missed())

@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from green_agent.statistics.betting import _TUNING_ALPHA
+from green_agent.statistics.betting import _TUNING_ALPHA, betting_confidence_sequence
 from green_agent.statistics.certification import CERTIFY_METHOD, threshold_capitals
 from green_agent.statistics.sequential_binomial import (
     BINOMIAL_METHOD,
@@ -96,8 +96,6 @@ class CertifyDesign:
         x = np.asarray(values, dtype=np.float64)
         if self.binomial is not None:
             return binomial_sequence(x, self.budget, self.confidence)
-        from green_agent.statistics.betting import betting_confidence_sequence
-
         if x.size == 0:
             return 0.0, 1.0
         cs = betting_confidence_sequence(x, confidence=self.confidence, truncation=TRUNCATION)
@@ -145,6 +143,7 @@ def betting_decisions(
         return decision, used, reason
     up, down = threshold_capitals(x, threshold, TRUNCATION)
     done = np.zeros(rows, dtype=bool)
+    predictive_looks = futility_looks(budget)
     for i in range(n):
         cert = ~done & (up[:, i] >= bar)
         ref = ~done & ~cert & (down[:, i] >= bar)
@@ -153,7 +152,7 @@ def betting_decisions(
         used[hit], reason[hit] = i + 1, DECIDED
         done |= hit
         futile = ~done & (up[:, i] + ahead_up[i + 1] < bar) & (down[:, i] + ahead_down[i + 1] < bar)
-        if i + 1 in futility_looks(budget) and (~done & ~futile).any():
+        if i + 1 in predictive_looks and (~done & ~futile).any():
             live = np.flatnonzero(~done & ~futile)
             chance = predictive_chance(x[live, : i + 1], threshold, bar, budget)
             futile[live[chance < FUTILITY_BELOW]] = True

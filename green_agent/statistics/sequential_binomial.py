@@ -49,7 +49,6 @@ MAX_BINOMIAL_TASKS = 100
 """Largest budget (tasks) this design is used for: its tables cost O(budget^2); beyond, the betting sequence is
 close to exact anyway."""
 _PRIOR = 0.5
-_SPENDING_POWER = 1.0
 _GRID = 400
 """Points of the midpoint rule over mu in the predictive probability."""
 _SEQUENCE_GRID = 500

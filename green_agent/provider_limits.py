@@ -38,6 +38,8 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from green_agent.llm_retry import retry_after_s
+
 if TYPE_CHECKING:
     from green_agent.engine.config import BattleConfig
 
@@ -63,24 +65,6 @@ def status_of(error: BaseException) -> int | None:
     """The HTTP status an OpenAI-compatible client's error carries (``openai.APIStatusError.status_code``)."""
     status = getattr(error, "status_code", None)
     return status if isinstance(status, int) else None
-
-
-def retry_after_hint_s(error: BaseException) -> float | None:
-    """The Retry-After of an error's response in seconds (``retry-after-ms`` first); None without a usable one."""
-    headers = getattr(getattr(error, "response", None), "headers", None)
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) * scale
-        except (TypeError, ValueError):
-            continue
-        if seconds == seconds and seconds >= 0:  # not NaN
-            return seconds
-    return None
 
 
 class CallLimiter(Protocol):
@@ -135,7 +119,7 @@ class ProviderLimiter:
             return result
         except Exception as error:
             if status_of(error) == 429:
-                self._on_rate_limited(generation, retry_after_hint_s(error))
+                self._on_rate_limited(generation, retry_after_s(error))
             raise
         finally:
             if answered:

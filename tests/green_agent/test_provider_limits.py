@@ -13,8 +13,8 @@ import openai
 import pytest
 
 from green_agent.engine.config import BattleConfig, ConfigError, UserSimulatorConfig
-from green_agent.llm_retry import RetryBudget
-from green_agent.provider_limits import ProviderLimiter, ProviderLimits, retry_after_hint_s
+from green_agent.llm_retry import RetryBudget, retry_after_s
+from green_agent.provider_limits import ProviderLimiter, ProviderLimits
 
 
 def rate_limited(retry_after_s: float | None = None) -> openai.RateLimitError:
@@ -125,7 +125,7 @@ async def test_a_hostile_retry_after_is_bounded() -> None:
     with pytest.raises(openai.RateLimitError):
         await limiter.run(refused)
     assert limiter.paused_until - asyncio.get_running_loop().time() <= 0.05 + 1e-6
-    assert retry_after_hint_s(rate_limited(retry_after_s=1.5)) == 1.5
+    assert retry_after_s(rate_limited(retry_after_s=1.5)) == 1.5
 
 
 @pytest.mark.asyncio(loop_scope="session")

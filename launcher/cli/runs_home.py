@@ -55,6 +55,9 @@ MAX_IMPORT_BYTES: Final = 1024**3
 MAX_TEXT: Final = 4000
 MAX_LIST: Final = 2000
 MAX_WARNINGS: Final = 32
+MAX_SKIPPED: Final = 1000
+"""Skipped entries the home file lists (battle_backend.battles.runs_home.MAX_RUNS: a longer list is refused whole);
+the last one says how many more there were."""
 HOME_FILE: Final = "runs-home.json"
 
 STATUS: Final = {"completed": "finished", "interrupted": "interrupted", "cancelled": "cancelled", "error": "error"}
@@ -270,6 +273,14 @@ def comparisons(runs: list[_Compared], max_pairs: int = MAX_PAIRS) -> tuple[list
     return entries, left_out
 
 
+def _skipped_section(skipped: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """The ``skipped`` entries, at most :data:`MAX_SKIPPED`: past it, the last says how many more there were."""
+    if len(skipped) > MAX_SKIPPED:
+        more = len(skipped) - (MAX_SKIPPED - 1)
+        skipped = [*skipped[: MAX_SKIPPED - 1], ("…", f"{more} more entries skipped (not listed here)")]
+    return [{"name": _clip(name), "reason": _clip(reason)} for name, reason in skipped]
+
+
 def build_home(
     folder: Path, workdir: Path, *, max_pairs: int = MAX_PAIRS, max_import_bytes: int = MAX_IMPORT_BYTES
 ) -> HomeBuild:
@@ -309,7 +320,7 @@ def build_home(
         "runs_home": {
             "folder": _clip(str(folder)),
             "runs": rows,
-            "skipped": [{"name": _clip(name), "reason": _clip(reason)} for name, reason in build.skipped],
+            "skipped": _skipped_section(build.skipped),
             "comparisons": entries,
             "limits": {
                 "max_runs": MAX_RUNS,

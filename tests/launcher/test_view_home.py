@@ -19,7 +19,7 @@ from battle_backend import BackendSettings
 from battle_backend.__main__ import import_into_store
 from battle_backend.battles.imports import load_import_file
 from launcher.cli.compare_command import CompareError, build_report, read_local_run
-from launcher.cli.runs_home import HOME_FILE, build_home, is_run_dir, scan_folder
+from launcher.cli.runs_home import HOME_FILE, MAX_SKIPPED, build_home, is_run_dir, scan_folder
 from launcher.cli.view_command import EXIT_NOT_A_RUN, view_command
 from launcher.cli.view_import import RunDirError, build_import
 from tests.support.run_folders import get_text, make_result, outcomes_at, sample_folder, serve_home, tasks, write_run
@@ -179,3 +179,17 @@ def test_runs_past_the_import_budget_are_skipped_with_the_command_that_shows_the
     reasons = dict(built.skipped)
     assert len(reasons) == 4 - built.runs
     assert all("over what one view imports" in r and "`arena view " in r for r in reasons.values())
+
+
+def test_a_folder_of_many_non_runs_still_imports_its_home(tmp_path: Path) -> None:
+    paths = sample_folder(tmp_path / "runs")
+    for index in range(1100):
+        (tmp_path / "runs" / f"logs-{index:04d}").mkdir()
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    built = build_home(tmp_path / "runs", workdir)
+    assert built.runs == len(paths) and len(built.skipped) == 1100
+    parsed, _, _ = load_import_file(workdir / HOME_FILE, BackendSettings(db_path=tmp_path / "db.sqlite3"))
+    assert parsed.runs_home is not None and len(parsed.runs_home.runs) == len(paths)
+    skipped = parsed.runs_home.skipped
+    assert len(skipped) <= MAX_SKIPPED and skipped[-1].name == "…" and "101 more entries" in skipped[-1].reason

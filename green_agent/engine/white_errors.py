@@ -58,7 +58,8 @@ class WhiteAgentReplyTooLarge(WhiteAgentError):
         super().__init__(detail)
         self.max_bytes = max_bytes
         self.head = head
-        """The first bytes of the HTTP body read before the cap (empty when a Content-Length refused it unread)."""
+        """The first bytes of the HTTP body read before the cap (a body refused for its Content-Length: what arrived
+        of it within ``capped_transport.HEAD_READ_S``)."""
 
 
 class WhiteAgentReportedFailure(WhiteAgentError):

@@ -4,8 +4,10 @@ the task's user scenario and tau2's checks with the reward split (bounded, in th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -117,6 +119,24 @@ async def test_the_capped_transport_keeps_the_head_of_a_refused_body() -> None:
         with pytest.raises(ReplyTooLarge) as raised:
             await client.get("http://white.invalid/")
     assert raised.value.head == body[:HEAD_BYTES]
+
+
+async def test_a_refused_body_that_trickles_keeps_what_arrived(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("green_agent.engine.capped_transport.HEAD_READ_S", 0.05)
+
+    class Trickle(httpx.AsyncByteStream):  # its first bytes, then nothing more (a stalled agent)
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b"<html>first"
+            await asyncio.Event().wait()
+
+    def declared(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Trickle(), headers={"content-length": "100000"})
+
+    transport = CappedTransport(httpx.MockTransport(declared), max_bytes=50_000)
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(ReplyTooLarge) as raised:
+            await client.get("http://white.invalid/")
+    assert raised.value.head == b"<html>first"
 
 
 def test_the_summary_shows_the_reply_as_one_inline_code_span() -> None:

@@ -36,6 +36,18 @@ def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
         return ports
 
 
+def port_is_free(port: int, host: str = LOOPBACK) -> bool:
+    """Whether ``port`` on ``host`` can be bound now (as uvicorn binds it: a port in TIME_WAIT is free). Blocking:
+    call it in a worker thread from async code."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def loopback_url(port: int, host: str = LOOPBACK) -> str:
     """``http://host:port`` without a trailing slash (the form agent cards and ``--card-url`` use)."""
     return f"http://{host}:{port}"

@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import os
-import socket
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ import httpx
 
 from launcher.cli.backend_api import BackendApi, BackendError
 from launcher.cli.scenario import WhiteAgentConfig
+from launcher.ports import port_is_free
 
 logger = logging.getLogger(__name__)
 
@@ -67,16 +67,6 @@ def _port(url: object) -> int | None:
         return None
 
 
-def _free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a TIME_WAIT port is free
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def earlier_ports(agents: Sequence[Mapping[str, Any]], alias: str, taken: Sequence[int]) -> tuple[int, int] | None:
     """(agent port, launcher port) of the newest registration of ``alias`` on loopback, when both are free now and
     not among ``taken``. Blocking (binds two sockets): call it in a worker thread."""
@@ -93,7 +83,7 @@ def earlier_ports(agents: Sequence[Mapping[str, Any]], alias: str, taken: Sequen
             continue
         if agent_port in taken or launcher_port in taken:
             continue
-        if _free(agent_port) and _free(launcher_port):
+        if port_is_free(agent_port) and port_is_free(launcher_port):
             return agent_port, launcher_port
     return None
 

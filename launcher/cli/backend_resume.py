@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -61,7 +60,7 @@ from launcher.cli.run_command import (
     prepare_run,
     white_agent_argv,
 )
-from launcher.ports import free_ports, is_loopback_url, loopback_url
+from launcher.ports import free_ports, is_loopback_url, loopback_url, port_is_free
 from launcher.processes import ProcessError, ProcessGroup, wait_until_ready
 
 _RESULT_WAIT_S = 600.0
@@ -93,16 +92,6 @@ def _check_record(record: BackendRunRecord | None, target: str, prepared: Prepar
     return record
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a TIME_WAIT port is free
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 async def _reach_backend(
     options: BackendRunOptions, record: BackendRunRecord, group: ProcessGroup, display: BattleDisplay
 ) -> str:
@@ -111,7 +100,7 @@ async def _reach_backend(
         return record.backend.rstrip("/")
     assert record.database is not None
     earlier = httpx.URL(record.backend_url).port
-    port = earlier if earlier is not None and await asyncio.to_thread(_port_free, earlier) else free_ports(1)[0]
+    port = earlier if earlier is not None and await asyncio.to_thread(port_is_free, earlier) else free_ports(1)[0]
     url = loopback_url(port)
     display.status("starting the battle backend again")
     argv = local_backend_argv(port, Path(record.database), python=options.run.python)

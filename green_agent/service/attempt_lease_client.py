@@ -33,7 +33,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from green_agent.service.outbox import RetryPolicy, clean_text
+from green_agent.service.outbox import RetryPolicy, _read_bounded, clean_text
 from green_agent.wire.attempt_leases import (
     MAX_ATTEMPTS_PER_PUBLISH,
     MAX_ERROR_CHARS,
@@ -342,18 +342,3 @@ def _retry_after(response: httpx.Response) -> float | None:
     except ValueError:
         return None
     return seconds if 0 <= seconds < 3600 else None
-
-
-async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
-    """At most ``limit`` bytes of the body as sent (not decompressed: a small answer cannot expand in memory)."""
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in response.aiter_raw():
-            chunks.append(chunk[: limit - size])
-            size += len(chunk)
-            if size >= limit:
-                break
-    except httpx.StreamConsumed:  # a transport that answered with the body already in memory (a mock)
-        return response.content[:limit]
-    return b"".join(chunks)

@@ -80,11 +80,6 @@ def base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def battle_url(base: str, battle_id: str) -> str:
-    """The battle's page on the backend."""
-    return f"{base}/ui/battles/{quote(battle_id, safe='')}"
-
-
 async def _page_answers(url: str, timeout_s: float) -> int:
     """The status code of ``url`` (no proxy: it is on this machine)."""
     async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as client:

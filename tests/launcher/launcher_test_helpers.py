@@ -10,7 +10,8 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -88,3 +89,32 @@ def subprocess_environment() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
+
+
+def ours(runs: Path) -> list[psutil.Process]:
+    """Processes with ``runs`` (a test's runs directory) on their command line: the agents a run started."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(runs) in part for part in (proc.info["cmdline"] or [])):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until true; AssertionError after ``timeout`` s (a hang guard, not a timed assertion)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def attempts_on_disk(run_dir: Path) -> int:
+    """Lines of the run's attempts.jsonl (0 before it exists)."""
+    try:
+        return (run_dir / "attempts.jsonl").read_bytes().count(b"\n")
+    except OSError:
+        return 0

@@ -9,14 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
-from launcher_test_helpers import REPO, subprocess_environment
+from launcher_test_helpers import REPO, attempts_on_disk, ours, subprocess_environment, wait_for
 
 CLAIM = "pass^1>=0.3"
 SCENARIO = """
@@ -62,32 +59,6 @@ def env() -> dict[str, str]:
 
 def run_to_end(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600, check=False)
-
-
-def ours(runs: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(str(runs) in part for part in (proc.info["cmdline"] or [])):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def attempts_on_disk(run_dir: Path) -> int:
-    try:
-        return (run_dir / "attempts.jsonl").read_bytes().count(b"\n")
-    except OSError:
-        return 0
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -10,9 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from launcher_test_helpers import REPO, subprocess_environment
+from launcher_test_helpers import REPO, ours, subprocess_environment
 
 SCENARIO = """
 name = "scale"
@@ -33,17 +32,6 @@ kind = "scripted"
 [white_agent]
 kind = "replay"
 """
-
-
-def ours(runs: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(str(runs) in part for part in (proc.info["cmdline"] or [])):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 @pytest.mark.slow

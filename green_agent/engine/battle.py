@@ -94,7 +94,8 @@ class Battle:
     ) -> None:
         check_user_config(config.user_simulator)  # refuse an LLM user without its key before anything starts
         # Issue 27: the LLM user's provider limiter (shared with the green agent's other battles) and the budgets.
-        self._user_limiter = (providers or ProviderLimits()).for_user(config)
+        providers = providers or ProviderLimits()
+        self._user_limiter = providers.for_user(config)
         self._budget = BudgetTracker(config, clock=clock)
         self.battle_id = validate_battle_id(battle_id)
         self.white_agent_url = white_agent_url
@@ -124,7 +125,7 @@ class Battle:
         self._certify_stopped = False
         self._workers = workers  # attempt worker processes at most (engine/workers; 1: all in this process)
         self._scoring_workers = scoring_workers
-        self._provider_cap = (providers or ProviderLimits()).max_concurrency  # split between the workers
+        self._provider_cap = providers.max_concurrency  # split between the workers
         self.worker_pids: list[int] = []
         """The attempt worker processes running this battle's attempts (empty: they run in this process)."""
 

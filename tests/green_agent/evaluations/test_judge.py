@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from green_agent.evaluations import JudgeCache, LexicalJudge, LlmJudge, RetryPolicy
 from green_agent.evaluations.connectors import ResolvedConnector
 from green_agent.evaluations.prompts import ANSWER_CORRECTNESS, RESPONSE_FAITHFULNESS
+from green_agent.provider_limits import ProviderLimits
 from tests.support.fake_openai import error_reply, fake_state, make_fake_openai, text_reply
 
 INPUTS = {"query": "What is 5 + 3?", "answer": "8", "ground_truth": "5 + 3 equals 8"}
@@ -192,3 +193,19 @@ async def test_lexical_judge_says_it_is_lexical(answer: str, expected: float) ->
     assert outcome.status == "scored" and outcome.answer is not None
     assert outcome.answer["correctness_score"] == expected
     assert outcome.judge.kind == "lexical" and outcome.judge.name == "lexical"
+
+
+# The judge shares its provider's adaptive cap (issue 27): two judges of one endpoint and model go through one
+# limiter of the green agent's ProviderLimits, a 429 slows both, and the retry budget absorbs it (scored, not unscored).
+async def test_judges_of_one_provider_share_its_limiter_and_ride_out_a_429() -> None:
+    app = make_fake_openai([error_reply(429, retry_after=0.01), text_reply(GOOD), text_reply(GOOD)])
+    providers = ProviderLimits(max_concurrency=8)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://fake") as client:
+        judges: list[Any] = [
+            LlmJudge(_connector(), http_client=client, retry=RETRY, providers=providers) for _ in range(2)
+        ]
+        [first] = await judges[0].evaluate_many(ANSWER_CORRECTNESS, [INPUTS])
+        [second] = await judges[1].evaluate_many(ANSWER_CORRECTNESS, [{**INPUTS, "answer": "eight"}])
+    assert (first.status, second.status) == ("scored", "scored") and first.attempts == 2
+    limiter = providers.limiter("http://fake/v1", "judge-model")
+    assert (limiter.calls, limiter.rate_limited, limiter.decreases) == (3, 1, 1)  # both judges' calls, one 429

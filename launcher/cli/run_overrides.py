@@ -82,16 +82,8 @@ class RunOverrides(BaseModel):
     battle setting: no number depends on it, so a resume may change it)."""
 
     def given(self) -> dict[str, Any]:
-        """``{flag: value}`` of the flags given (what the run directory records)."""
-        values: dict[str, Any] = {
-            "--k": self.k,
-            "--tasks": self.tasks,
-            "--num-tasks": self.num_tasks,
-            "--domain": self.domain,
-        }
-        values |= {"--concurrency": self.concurrency, "--seed": self.seed, "--split": self.split, "--agent": self.agent}
-        values |= {"--max-cost-usd": self.max_cost_usd, "--max-wall-s": self.max_wall_s, "--workers": self.workers}
-        return {flag: value for flag, value in values.items() if value is not None}
+        """``{flag: value}`` of the flags given (what the run directory records): each field is its flag."""
+        return {"--" + name.replace("_", "-"): value for name, value in self.model_dump(exclude_none=True).items()}
 
     def green_argv(self) -> list[str]:
         """Flags for the green agent ``arena run`` starts: ``--workers N`` when given (else its default)."""

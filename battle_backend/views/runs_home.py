@@ -7,6 +7,7 @@ the templates' autoescaping; numbers are formatted here.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -130,14 +131,7 @@ class CompareView:
     @property
     def command(self) -> str:
         """The command that compares the two runs in a terminal."""
-        return f"arena compare {_shell_word(self.run_a.path)} {_shell_word(self.run_b.path)}"
-
-
-def _shell_word(text: str) -> str:
-    """``text`` quoted for a POSIX shell when it needs it (shown on the page, never run)."""
-    if text and all(ch.isalnum() or ch in "/._-+:@" for ch in text):
-        return text
-    return "'" + text.replace("'", "'\\''") + "'"
+        return f"arena compare {shlex.quote(self.run_a.path)} {shlex.quote(self.run_b.path)}"  # shown, never run
 
 
 def compare_view(home: RunsHome, picked: list[str]) -> CompareView | str:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import html
 import json
 import re
+import shlex
 from pathlib import Path
 
+from battle_backend.battles.runs_home import HomeRun
+from battle_backend.views.runs_home import CompareView
 from launcher.cli.compare_command import build_report, read_local_run
 from tests.battle_backend.conftest import Arena, RunningBackend, result
 from tests.battle_backend.sample_result import battle_result
@@ -117,3 +120,12 @@ async def test_the_battle_list_shows_the_score_of_every_finished_battle(arena: A
     assert "pass^2 <strong>0.333</strong>" in score and "[0.10, 0.60]" in score
     other = page.split(f'data-battle-id="{running}"')[1].split("</tr>")[0]
     assert '<td class="score"></td>' in other
+
+
+def test_the_compare_command_quotes_paths_for_the_shell() -> None:
+    def run(battle_id: str, path: str) -> HomeRun:
+        return HomeRun(battle_id=battle_id, name=battle_id, path=path, status="finished", tasks=1, k=2)
+
+    view = CompareView(first=run("a", "runs/it's mine"), second=run("b", "/runs/plain-v1"), comparison=None)
+    assert view.command == "arena compare 'runs/it'\"'\"'s mine' /runs/plain-v1"
+    assert shlex.split(view.command) == ["arena", "compare", "runs/it's mine", "/runs/plain-v1"]

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from green_agent.engine.config import BattleConfig, CertifyConfig, ConfigError, format_validation_error
 from green_agent.engine.run_store import baseline_values
-from launcher.cli.run_verdict import EXIT_OK
+from launcher.cli.run_verdict import EXIT_GATE_FAILED, EXIT_OK
 from launcher.cli.scenario import Scenario
 
 EXIT_INCONCLUSIVE = 6
@@ -50,7 +50,9 @@ def certify_exit_code(summary: Mapping[str, Any]) -> int | None:
     cert = summary.get("certification")
     if not isinstance(cert, Mapping):
         return None
-    return {"certified": EXIT_OK, "refuted": 1, "inconclusive": EXIT_INCONCLUSIVE}.get(str(cert.get("decision")))
+    return {"certified": EXIT_OK, "refuted": EXIT_GATE_FAILED, "inconclusive": EXIT_INCONCLUSIVE}.get(
+        str(cert.get("decision"))
+    )
 
 
 def certify_line(summary: Mapping[str, Any]) -> str | None:

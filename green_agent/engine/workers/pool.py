@@ -240,6 +240,8 @@ class WorkerPool:
         worker = await self._pick()
         if worker is None:
             return harness_failure(spec, "no attempt worker process is left to run it (harness)")
+        if worker.dead is not None:  # died while _pick awaited its start: _kill already settled its pending attempts
+            return harness_failure(spec, f"the attempt worker process {worker.pid} {worker.dead} before it (harness)")
         attempt_id = next(self._ids)
         future: asyncio.Future[AttemptResult] = asyncio.get_running_loop().create_future()
         worker.pending[attempt_id] = (spec, future)

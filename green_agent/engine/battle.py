@@ -419,7 +419,8 @@ class Battle:
             log.exception("could not write the interrupted summary of battle %s", self.battle_id)
 
     def _assemble(self, refs: list[TaskRef], started_at: str, seconds: float) -> BattleResult:
-        attempts = sorted(self._finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
+        finished = list(self._finished)  # one snapshot (this runs in a thread while attempts may still finish)
+        attempts = sorted(finished, key=lambda r: (r.domain, r.split or "", r.task_index, r.attempt))
         trials: dict[str, list[bool | None]] = {r.key: [] for r in refs}
         for a in attempts:
             trials[a.task_key].append(a.trial_outcome)
@@ -441,7 +442,7 @@ class Battle:
             usage=battle_usage(attempts),
             resumed_attempts=self.resumed_attempts,
             fingerprint=battle_fingerprint(refs, self.config.user_simulator),
-            certification=self._certify.certification(self._finished) if self._certify is not None else None,
+            certification=self._certify.certification(finished) if self._certify is not None else None,
             budget_stop=self._budget.summary(len(attempts)),
             consistency=battle_consistency(attempts, self.run_dir),  # reads trajectory files: runs in a thread
         )

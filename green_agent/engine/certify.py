@@ -8,6 +8,7 @@ statistics are :mod:`green_agent.statistics.certification`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -58,17 +59,21 @@ class CertifyTracker:
         self._prefix: list[float] = []
         self._checked = -1
         self._stopped = False
+        self._lock = threading.Lock()
+        """state() runs on the event loop (decided) and in the summary's thread (certification): one at a time."""
 
     def state(self, finished: Sequence[AttemptResult]) -> tuple[list[float], str | None]:
         """The observations in the sequence and the task it waits for. ``finished`` only ever grows (the battle's
-        list), and a task's complete block never changes, so each call costs O(new attempts)."""
-        for a in finished[self._seen :]:
-            self._outcomes.setdefault(a.task_key, []).append(a.trial_outcome)
-        self._seen = len(finished)
-        rest = self.order[len(self._prefix) :]
-        more, waiting = ordered_observations(rest, self._outcomes, self._config.k, self._certify.j)
-        self._prefix.extend(more)
-        values = list(self._prefix)
+        list, or a copy of a prefix of it), and a task's complete block never changes, so each call costs O(new
+        attempts)."""
+        with self._lock:
+            for a in finished[self._seen :]:
+                self._outcomes.setdefault(a.task_key, []).append(a.trial_outcome)
+            self._seen = max(self._seen, len(finished))
+            rest = self.order[len(self._prefix) :]
+            more, waiting = ordered_observations(rest, self._outcomes, self._config.k, self._certify.j)
+            self._prefix.extend(more)
+            values = list(self._prefix)
         if self._certify.compare is not None:  # paired difference d in [-1, 1] as (d + 1) / 2 in [0, 1]
             base = self._baseline
             values = [(v - base[key] + 1.0) / 2.0 for v, key in zip(values, self.order, strict=False)]

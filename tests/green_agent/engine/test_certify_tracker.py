@@ -101,3 +101,21 @@ def test_pass_1_claims_use_the_betting_design() -> None:
     cert = track.certification(finished)
     assert cert.decision == "certified" and cert.tasks_observed < 16
     assert cert.sequence_low is not None and cert.sequence_low > 0.3
+
+
+def test_a_snapshot_read_from_the_summary_thread_counts_no_attempt_twice() -> None:
+    """The summary's thread passes a copy of a prefix of the battle's list (certification) while the event loop
+    passes the list itself (decided): a shorter copy must not rewind what was counted, or the next call counts those
+    attempts again and the sequence holds observations that never happened."""
+    fresh, mixed = tracker("pass^4>=0.5", 16), tracker("pass^4>=0.5", 16)
+    first, second = fresh.order[:2]
+    second_attempts = attempts(second, [True, True, False, True])
+    finished = attempts(first, [True, True, True, True]) + second_attempts[:2]  # the second task half done
+    snapshot = list(finished[:4])  # the summary thread's copy, taken before the second task began
+
+    mixed.state(finished)
+    mixed.state(snapshot)
+    finished.extend(second_attempts[2:])
+
+    assert fresh.state(finished) == ([1.0, 0.0], fresh.order[2])
+    assert mixed.state(finished) == fresh.state(finished)

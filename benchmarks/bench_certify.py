@@ -15,7 +15,14 @@ truth +- 0.1, +- 0.2, +- 0.3, inside (0, 1)):
   otherwise) after every task and stop when it excludes the threshold", shown to exceed alpha somewhere (that is
   why a sequential design is needed);
 - dec_seq / dec_fix: how often the sequential design and the fixed design (all T tasks, the summary's interval at
-  the same alpha) decide; used/T: the sequential median attempts as a share of the budget.
+  the same alpha) decide; used/T: the sequential median attempts as a share of the budget;
+- cov_stop: the share of battles whose reported confidence sequence (``design.sequence`` of the values up to the
+  stop, as a battle's certification reports it; (0, 1) when nothing was run) contains the truth; cov_all: the share
+  whose sequence contains it at every look to the end of the budget, stopped or not (both sequences only shrink, so
+  this is the share at the last look: the time-uniform claim of the exact design and of the betting sequence).
+  Target: both >= 1 - alpha - 2 Monte-Carlo standard errors in every cell. The sequences are computed for every look
+  at once (the betting sequence's path; the exact design's boundaries on its grid) and checked against
+  ``design.sequence`` at the stop in the first ``SEQUENCE_CHECKS`` battles of every cell.
 
 "The fixed design's attempts at the same error" (the issue's efficiency target), read as in sequential analysis
 since Wald (1945): the fixed design with the same error probabilities, i.e. the same alpha (the summary's
@@ -35,8 +42,9 @@ correctly are listed apart: a fixed design that never decides has no size to com
     .venv/bin/python benchmarks/bench_certify.py            # 1,000 replicates
     .venv/bin/python benchmarks/bench_certify.py --quick    # 300 replicates
 
-Exits 1 when an error target is missed, when peeking never exceeds alpha, or when a cell that is not out of reach
-misses the efficiency target (each listed as MISSED).
+Exits 1 when an error or coverage target is missed, when the sequence paths disagree with ``design.sequence``,
+when peeking never exceeds alpha, or when a cell that is not out of reach misses the efficiency target (each listed
+as MISSED).
 """
 
 from __future__ import annotations
@@ -54,8 +62,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_statistics_validity import SCENARIOS, pass_hat_table
 
-from green_agent.statistics import betting_bounds, clopper_pearson_bounds
-from green_agent.statistics.certify_design import certify_design
+from green_agent.statistics import betting_bounds, betting_confidence_sequence, clopper_pearson_bounds
+from green_agent.statistics.certify_design import TRUNCATION, CertifyDesign, certify_design
+from green_agent.statistics.sequential_binomial import _SEQUENCE_GRID, _grid, boundaries, monotone_boundaries
 
 K = 4
 TASKS = (10, 30)
@@ -101,6 +110,37 @@ def peek_decisions(x: np.ndarray, threshold: float, binary: bool) -> np.ndarray:
         d = summary_decisions(x[undecided, :t], threshold, binary)
         decision[np.flatnonzero(undecided)] = d
     return decision
+
+
+SEQUENCE_CHECKS = 10
+"""Battles per cell whose sequence at the stop is recomputed through ``design.sequence`` (the public API)."""
+
+
+def sequence_paths(design: CertifyDesign, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Low and high (rows x n) of the sequence ``design.sequence(x[r, :t])`` reports after every look t (its columns
+    are looks 1..n). The sequence depends on the confidence and budget, not on the threshold."""
+    rows, n = x.shape
+    if design.binomial is None:
+        low, high = np.empty((rows, n)), np.empty((rows, n))
+        for r in range(rows):  # bets are predictable: the path's t-th entry is the sequence of the first t values
+            cs = betting_confidence_sequence(x[r], confidence=design.confidence, truncation=TRUNCATION)
+            low[r], high[r] = cs.low, cs.high
+        return low, high
+    grid = _grid()
+    upper, lower = monotone_boundaries(*boundaries(design.budget, grid, design.confidence, looks=n))
+    s = np.cumsum(x, axis=1)
+    rejected = np.zeros((rows, grid.size), dtype=bool)
+    low, high = np.zeros((rows, n)), np.ones((rows, n))
+    step = 1.0 / _SEQUENCE_GRID
+    for i in range(n):
+        rejected |= (s[:, i, None] >= upper[None, :, i + 1]) | (s[:, i, None] <= lower[None, :, i + 1])
+        kept = ~rejected
+        has = kept.any(axis=1)
+        first = kept.argmax(axis=1)
+        last = grid.size - 1 - kept[:, ::-1].argmax(axis=1)
+        low[has, i] = np.round(np.maximum(0.0, grid[first[has]] - step), 9)
+        high[has, i] = np.round(np.minimum(1.0, grid[last[has]] + step), 9)
+    return low, high
 
 
 MAX_SAME_ERROR_FACTOR = 4
@@ -160,14 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     misses: list[str] = []
     worst_peek = 0.0
     met = total = unreachable = neither = 0
-    print(f"alpha={ALPHA:.2f} replicates={reps} error target <= {ALPHA + mc:.3f}")
+    print(
+        f"alpha={ALPHA:.2f} replicates={reps} error target <= {ALPHA + mc:.3f} coverage target >= {1 - ALPHA - mc:.3f}"
+    )
+    worst_cov: dict[str, float] = {}
     print(
         "efficiency: median attempts <= 0.70 x those of the fixed design with the same alpha and the same rate of "
         "correct decisions (n_same tasks; see the docstring)"
     )
     header = (
         "scenario                          T  j  truth  thr    err_seq err_peek err_fix dec_seq dec_fix used/T"
-        "  right  n_same med/n_same"
+        " cov_stop cov_all  right  n_same med/n_same"
     )
     print(header)
     for si, scenario in enumerate(SCENARIOS):
@@ -181,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                 truth = scenario.moment(j)
                 x, x_more = table[c, j - 1], table[c_more, j - 1]
                 binary = j == K
+                seq_low: np.ndarray | None = None
                 for off in OFFSETS:
                     thr = round(truth + off, 10)
                     if not 0.02 <= thr <= 0.98:
@@ -190,6 +234,21 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     dec, used, _ = design.decisions(x)
                     err_seq = float(wrong(dec, truth, thr).mean())
+                    if seq_low is None:  # the same for every threshold of this scenario, T and j
+                        seq_low, seq_high = sequence_paths(design, x)
+                        holds = (seq_low <= truth) & (truth <= seq_high)
+                        cov_all = float(holds[:, -1].mean())
+                    rows = np.arange(reps)
+                    at_stop = np.where(used > 0, holds[rows, np.maximum(used, 1) - 1], True)  # (0, 1) when none ran
+                    cov_stop = float(at_stop.mean())
+                    for r in np.flatnonzero(used > 0)[:SEQUENCE_CHECKS]:
+                        got = design.sequence(x[r, : used[r]])
+                        want = (seq_low[r, used[r] - 1], seq_high[r, used[r] - 1])
+                        if not np.allclose(got, want, rtol=0.0, atol=1e-12):
+                            where = f"{scenario.name} T={tasks} j={j} battle {r}"
+                            misses.append(f"sequence path {want} != design.sequence {got}: {where}")
+                    method = design.method
+                    worst_cov[method] = min(worst_cov.get(method, 1.0), cov_stop, cov_all)
                     peek = peek_decisions(x, thr, binary=binary)
                     err_peek = float(wrong(peek, truth, thr).mean())
                     fixed = summary_decisions(x, thr, binary)
@@ -200,9 +259,12 @@ def main(argv: list[str] | None = None) -> int:
                     line = (
                         f"{scenario.name:32s} {tasks:2d} {j:2d} {truth:6.3f} {thr:6.3f} {err_seq:8.3f} {err_peek:8.3f}"
                         f" {err_fix:7.3f} {float((dec != 0).mean()):7.3f} {dec_fix:7.3f} {med / tasks:6.2f}"
+                        f" {cov_stop:8.3f} {cov_all:7.3f}"
                     )
                     if err_seq > ALPHA + mc:
                         misses.append(f"error {err_seq:.3f} > {ALPHA + mc:.3f}: {line}")
+                    if min(cov_stop, cov_all) < 1.0 - ALPHA - mc:
+                        misses.append(f"coverage {min(cov_stop, cov_all):.3f} < {1 - ALPHA - mc:.3f}: {line}")
                     if abs(off) < 0.1 - 1e-9:
                         print(line, flush=True)
                         continue
@@ -240,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         f"efficiency target (truth >= 0.1 from the threshold): {met} of {total - unreachable - neither} cells meet "
         f"it; {unreachable} cells are out of reach for any valid design, in {neither} more neither design decides"
     )
+    for method, cov in worst_cov.items():
+        print(f"lowest coverage of the reported sequence ({method}, at the stop or over every look): {cov:.3f}")
     if worst_peek <= ALPHA + mc:
         misses.append(f"peeking never exceeded alpha ({worst_peek:.3f}): the benchmark shows nothing")
     print(f"{time.perf_counter() - t0:.1f} s")

@@ -117,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         "--provider-max-concurrency",
         type=int,
         default=None,
-        help="LLM calls in flight per provider (base URL + model) across battles and evaluations, lowered on 429 "
+        help="LLM calls in flight per provider (base URL + model), lowered on 429: shared by the battles and "
+        "evaluations of this process; a battle over worker processes gets it whole, divided among its workers "
+        "(docs/design/providers.md) "
         f"(default {ServiceLimits.provider_max_concurrency}, or the --scenario's provider_max_concurrency when larger)",
     )
     parser.add_argument(

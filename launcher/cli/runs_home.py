@@ -111,16 +111,19 @@ def scan_folder(folder: Path) -> tuple[list[Path], list[tuple[str, str]], int]:
                     break
                 if entry.name.startswith("."):
                     continue
-                info = entry.stat(follow_symlinks=False)
+                try:  # one entry that vanishes or cannot be read is skipped, not the whole folder
+                    info = entry.stat(follow_symlinks=False)
+                    run = stat.S_ISDIR(info.st_mode) and is_run_dir(Path(entry.path))
+                except OSError as error:
+                    skipped.append((entry.name, f"cannot be read ({error.strerror or error})"))
+                    continue
                 if stat.S_ISLNK(info.st_mode):
                     skipped.append((entry.name, "a symbolic link: not followed (it may lead out of the folder)"))
+                elif run:
+                    found.append((info.st_mtime, Path(entry.path)))
                 elif stat.S_ISDIR(info.st_mode):
-                    path = Path(entry.path)
-                    if is_run_dir(path):
-                        found.append((info.st_mtime, path))
-                    else:
-                        not_runs += 1
-                        skipped.append((entry.name, f"not a run directory (no {RUN_FILE} nor {SUMMARY_FILE})"))
+                    not_runs += 1
+                    skipped.append((entry.name, f"not a run directory (no {RUN_FILE} nor {SUMMARY_FILE})"))
     except OSError as error:
         raise RunDirError(f"{folder}: cannot be listed ({error.strerror or error})") from None
     if not found:

@@ -163,6 +163,26 @@ async def test_a_battle_file_the_backend_refuses_moves_its_run_to_skipped(tmp_pa
     assert all("max_result_bytes" in s.reason for s in home.skipped)
 
 
+def test_an_entry_that_cannot_be_read_is_skipped_not_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry that vanishes or cannot be read while the folder is listed (permissions, a run being deleted) is one
+    skipped row with its reason; the other runs are still shown."""
+    paths = sample_folder(tmp_path / "runs")
+    (tmp_path / "runs" / "gone").mkdir()
+    real = is_run_dir
+
+    def flaky(path: Path) -> bool:
+        if path.name == "gone":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr("launcher.cli.runs_home.is_run_dir", flaky)
+    shown, skipped, over = scan_folder(tmp_path / "runs")
+    assert sorted(p.name for p in shown) == sorted(paths) and over == 0
+    assert skipped == [("gone", "cannot be read (Permission denied)")]
+
+
 def test_a_folder_without_runs_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match="no subdirectory"):
         scan_folder(tmp_path)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 
 from a2a.types import AgentCard
-from google.protobuf.json_format import MessageToDict
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +25,10 @@ def conversations_bound(card: AgentCard) -> int | None:
     for extension in card.capabilities.extensions:
         if extension.uri != CONVERSATIONS_EXTENSION_URI:
             continue
-        value = MessageToDict(extension.params).get("max_live_conversations")
-        if isinstance(value, int | float) and 1 <= value < 2**31:
-            return int(value)
+        # One field of the agent's struct, read as it is (no conversion of the rest); JSON true is not a number.
+        value = extension.params.fields.get("max_live_conversations")
+        if value is not None and value.WhichOneof("kind") == "number_value" and 1 <= value.number_value < 2**31:
+            return int(value.number_value)
     return None
 
 

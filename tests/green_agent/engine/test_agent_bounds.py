@@ -31,6 +31,10 @@ def test_the_reference_agents_bound_is_read_from_their_card() -> None:
     odd = card(100)
     odd.capabilities.extensions[0].params.update({"max_live_conversations": "lots"})
     assert conversations_bound(odd) is None
+    odd.capabilities.extensions[0].params.update({"max_live_conversations": True})
+    assert conversations_bound(odd) is None  # JSON true is not a bound of 1
+    odd.capabilities.extensions[0].params.update({"max_live_conversations": 0.5})
+    assert conversations_bound(odd) is None
 
 
 def test_a_battle_near_or_past_the_bound_is_warned_about() -> None:

@@ -67,7 +67,8 @@ def _names(calls: object) -> list[str]:
 def case_reason(case: Mapping[str, Any]) -> str:
     """A CSV test case that did not pass: its error (errored, unscored), else the tools missing or not expected, the
     scores against the pass threshold and the judge's explanation; with the reply's notes. Empty when it passed."""
-    notes = [_text(note) for note in case.get("notes") or [] if note]
+    raw_notes = case.get("notes")
+    notes = [_text(note) for note in raw_notes if note] if isinstance(raw_notes, list) else []
     if case.get("status") == "passed":
         return _join(notes)
     if case.get("error"):

@@ -149,6 +149,7 @@ def test_reasons_of_each_kind() -> None:
         "connection refused; n"
     )
     assert case_reason({"status": "passed", "notes": []}) == ""
+    assert case_reason({"status": "passed", "notes": "abc"}) == ""  # not a list: no notes (not one per letter)
     long = case_reason({"status": "failed", "judge_explanation": "x" * 1000})
     assert len(long) == 160 and long.endswith("…")
     hostile = {"status": "incorrect", "interactions": "nope", "tool_correctness_scores": [None, 3]}

@@ -105,13 +105,14 @@ def _token(request: Request, *, required: bool = True) -> str | None:
     return token
 
 
-def _query_int(request: Request, name: str, default: int, most: int) -> int:
-    """A non-negative integer query parameter up to ``most`` (422 naming it otherwise)."""
+def _query_int(request: Request, name: str, default: int, most: int, *, least: int = 0) -> int:
+    """An integer query parameter from ``least`` to ``most`` (422 naming it otherwise)."""
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 10) or int(raw) > most:
-        raise ApiError(422, [{"type": "int_parsing", "loc": ["query", name], "msg": f"an integer from 0 to {most}"}])
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 10) or not least <= int(raw) <= most:
+        message = f"an integer from {least} to {most}"
+        raise ApiError(422, [{"type": "int_parsing", "loc": ["query", name], "msg": message}])
     return int(raw)
 
 
@@ -161,12 +162,10 @@ async def list_attempts(request: Request) -> JSONResponse:
     token, key = _token(request, required=False), _pool_key(request, required=False)
     if token is None and key is None:
         raise ApiError(401, "The battle's token or the pool key is needed to read its attempts")
-    offset, limit = _query_int(request, "offset", 0, 10**9), _query_int(request, "limit", MAX_PAGE, MAX_PAGE)
+    offset, limit = _query_int(request, "offset", 0, 10**9), _query_int(request, "limit", MAX_PAGE, MAX_PAGE, least=1)
     queue = _queue(request)
     try:
-        attempts = await queue.list_attempts(
-            battle_id, presented_token=token, pool_key=key, offset=offset, limit=max(1, limit)
-        )
+        attempts = await queue.list_attempts(battle_id, presented_token=token, pool_key=key, offset=offset, limit=limit)
         info = await queue.queue_info(battle_id)
     except StoreError as exc:
         raise _refusal(exc) from exc

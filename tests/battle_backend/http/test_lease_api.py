@@ -224,6 +224,6 @@ async def test_hostile_names_and_pages(arena: Arena) -> None:
     assert [a["task_key"] for a in first["attempts"]] == ["airline/0", "airline/1"] and first["next_offset"] == 2
     rest = (await client.get(f"/battles/{battle_id}/attempts?offset=2&limit=2", headers=headers)).json()
     assert [a["task_key"] for a in rest["attempts"]] == ["airline/2"] and rest["next_offset"] is None
-    for query in ("limit=201", "offset=-1", "offset=99999999999999999999", "limit=x"):
+    for query in ("limit=201", "limit=0", "offset=-1", "offset=99999999999999999999", "limit=x"):
         bad = await client.get(f"/battles/{battle_id}/attempts?{query}", headers=headers)
         assert bad.status_code == 422, query

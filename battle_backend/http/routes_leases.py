@@ -171,15 +171,20 @@ async def list_attempts(request: Request) -> JSONResponse:
         raise _refusal(exc) from exc
     if info is None:
         raise ApiError(404, f"Battle {battle_id} has no attempt queue")
-    out = AttemptsResponse(
-        battle_id=battle_id,
-        pool=info.pool,
-        owner_worker=info.owner_worker,
-        counts=info.counts,
-        attempts=[AttemptOut.of(a) for a in attempts],
-        next_offset=offset + len(attempts) if offset + len(attempts) < sum(info.counts.values()) else None,
-    )
-    return _json(out)
+
+    def page() -> JSONResponse:  # up to MAX_PAGE stored results of up to max_request_bytes each: off the loop
+        return _json(
+            AttemptsResponse(
+                battle_id=battle_id,
+                pool=info.pool,
+                owner_worker=info.owner_worker,
+                counts=info.counts,
+                attempts=[AttemptOut.of(a) for a in attempts],
+                next_offset=offset + len(attempts) if offset + len(attempts) < sum(info.counts.values()) else None,
+            )
+        )
+
+    return await asyncio.to_thread(page)
 
 
 async def owner(request: Request) -> JSONResponse:

@@ -18,12 +18,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Container
-from typing import TYPE_CHECKING, Literal, TypeVar
-
-if TYPE_CHECKING:
-    from green_agent.provider_limits import CallLimiter
+from typing import Literal, Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class CallLimiter(Protocol):
+    """What a retry loop needs: run one call under the limit (green_agent/provider_limits.py implements it; the
+    protocol lives with its consumer so that the two modules do not import each other)."""
+
+    async def run(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """``await fn()`` once a slot is free (and any pause is over); the outcome adjusts the limit."""
+        ...
 
 
 def is_transient(error: BaseException, *, statuses: Container[int] = (429,)) -> bool:

@@ -36,7 +36,7 @@ import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from green_agent.llm_retry import retry_after_s
 
@@ -65,14 +65,6 @@ def status_of(error: BaseException) -> int | None:
     """The HTTP status an OpenAI-compatible client's error carries (``openai.APIStatusError.status_code``)."""
     status = getattr(error, "status_code", None)
     return status if isinstance(status, int) else None
-
-
-class CallLimiter(Protocol):
-    """What a retry loop needs: run one call under the limit."""
-
-    async def run(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """``await fn()`` once a slot is free (and any pause is over); the outcome adjusts the limit."""
-        ...
 
 
 class ProviderLimiter:

@@ -26,7 +26,7 @@ from green_agent.engine.tau.users.scripted import ScriptedUser, first_person
 if TYPE_CHECKING:
     from green_agent.engine.tau.environment import AttemptEnvironment
     from green_agent.engine.tau.users.llm import LLMUser, user_system_prompt
-    from green_agent.provider_limits import CallLimiter
+    from green_agent.llm_retry import CallLimiter
 
 _LAZY = frozenset({"LLMUser", "user_system_prompt"})
 """Names of the LLM user's module, imported on first use: it pulls in ``openai`` (~0.7 s), which a battle with the

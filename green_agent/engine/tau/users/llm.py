@@ -39,8 +39,7 @@ from green_agent.engine.costs import UsageMeter, provider_usage
 from green_agent.engine.tau.quiet import quiet_tau2
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.engine.tau.users.base import UserSimulatorError, UserTurn
-from green_agent.llm_retry import RetryBudget, is_transient
-from green_agent.provider_limits import CallLimiter
+from green_agent.llm_retry import CallLimiter, RetryBudget, is_transient
 
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task

@@ -161,6 +161,7 @@ async def _start_agents(
     argv = green_agent_argv(
         green_port, run.runs_dir, python=run.python, module=run.green_module, scenario=prepared.scenario_file
     )
+    argv += run.overrides.green_argv()  # --workers, as on a fresh run (launcher/cli/backend_run.py)
     env = agent_environment(prepared.operator_token)
     starting.append(
         group.start_and_wait(

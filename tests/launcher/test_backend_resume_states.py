@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -61,3 +62,42 @@ def test_the_record_is_read_as_hostile_input(tmp_path: Path) -> None:
     (tmp_path / RECORD_FILE).write_text('{"backend": "local", "backend_url": "x", "battle_timeout_s": -1}')
     with pytest.raises(ConfigError, match=f"{RECORD_FILE}: battle_timeout_s: "):
         read_record(tmp_path)
+
+
+def test_a_backend_resume_passes_workers_to_the_green_agent_it_starts() -> None:
+    """``arena run --resume --backend ... --workers N`` starts the green agent with ``--workers N``, as a fresh run
+    does (it was dropped: the resumed battle ran on the green agent's default)."""
+    from launcher.cli.backend_resume import _start_agents
+    from launcher.cli.run_overrides import RunOverrides
+
+    started: dict[str, list[str]] = {}
+
+    class Group:
+        async def start_and_wait(self, name: str, argv: list[str], url: str, **_kwargs: object) -> None:
+            started[name] = argv
+
+    class Display:
+        def status(self, _text: str) -> None:
+            pass
+
+    def options(workers: int | None) -> Any:
+        run = SimpleNamespace(
+            python="python",
+            green_module="green_agent",
+            runs_dir=Path("runs"),
+            startup_timeout_s=5.0,
+            overrides=RunOverrides(workers=workers),
+        )
+        return SimpleNamespace(run=run)
+
+    prepared: Any = SimpleNamespace(
+        scenario=SimpleNamespace(white_agent=SimpleNamespace(kind="external", url="http://127.0.0.1:9")),
+        overrides={},
+        scenario_file=Path("demo.toml"),
+        operator_token=None,
+    )
+    asyncio.run(_start_agents(options(3), prepared, Group(), Display(), white=False))  # type: ignore[arg-type]
+    argv = started["green_agent"]
+    assert argv[argv.index("--workers") + 1] == "3"
+    asyncio.run(_start_agents(options(None), prepared, Group(), Display(), white=False))  # type: ignore[arg-type]
+    assert "--workers" not in started["green_agent"]  # not given: the green agent's default

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -413,22 +413,26 @@ async def _write_trajectory(
     make the file unwritable or unreadable. A write failure is logged and leaves the attempt without a file; it
     never ends the battle.
     """
-    name = f"{spec.ref.domain}-{spec.ref.split or 'all'}-{spec.ref.index:04d}-attempt{spec.attempt:02d}.jsonl"
-    path = directory / name
-    header = {"attempt": result.model_dump(mode="json", exclude={"trajectory_file"})}
-    records = [header, *env.trajectory_records()]
+    records = [*env.trajectory_records()]
     if result.malformed_reply is not None:  # the reply that was not an action, after the conversation
         records.append(malformed_record(result.malformed_reply, utc_now()))
-    result.keep_trajectory(records[1:])  # posted from memory with the attempt's event (engine/events.py)
-
-    def write() -> None:
-        lines = [json_line(record, max_chars=MAX_TRAJECTORY_LINE_CHARS) for record in records]
-        directory.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
+    result.keep_trajectory(records)  # posted from memory with the attempt's event (engine/events.py)
     try:
-        await asyncio.to_thread(write)
+        return await asyncio.to_thread(write_trajectory_file, directory, spec, result, records)
     except (OSError, ValueError) as error:
         log.error("attempt %s/%s: trajectory not written: %s", spec.ref.key, spec.attempt, error)
         return None
+
+
+def write_trajectory_file(
+    directory: Path, spec: AttemptSpec, result: AttemptResult, records: Sequence[dict[str, Any]]
+) -> str:
+    """Write ``directory``/<the attempt's name>.jsonl: a header line with ``result``, then ``records`` (lines bounded);
+    the path to put in ``result.trajectory_file``. Blocking (a worker thread); OSError or ValueError when it fails.
+    Also the pooled owner's writer of a member's records (green_agent/service/pool_owner.py)."""
+    name = f"{spec.ref.domain}-{spec.ref.split or 'all'}-{spec.ref.index:04d}-attempt{spec.attempt:02d}.jsonl"
+    header = {"attempt": result.model_dump(mode="json", exclude={"trajectory_file"})}
+    lines = [json_line(record, max_chars=MAX_TRAJECTORY_LINE_CHARS) for record in (header, *records)]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(Path("trajectories") / name)

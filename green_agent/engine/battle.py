@@ -13,6 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +22,7 @@ import httpx
 from green_agent.engine.attempt import AttemptDeps, AttemptSpec, ToolGateway, harness_failure, run_attempt
 from green_agent.engine.attempt_details import task_scenario
 from green_agent.engine.attempt_order import attempt_order
+from green_agent.engine.attempt_runner import AttemptPlan, AttemptRunner, AttemptRunners
 from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
 from green_agent.engine.budget import BudgetTracker
 from green_agent.engine.capped_transport import capped_http_client
@@ -91,6 +93,7 @@ class Battle:
         clock: Callable[[], float] = time.monotonic,
         workers: int = 1,
         scoring_workers: int = 1,
+        attempt_runners: AttemptRunners | None = None,
     ) -> None:
         check_user_config(config.user_simulator)  # refuse an LLM user without its key before anything starts
         # Issue 27: the LLM user's provider limiter (shared with the green agent's other battles) and the budgets.
@@ -128,6 +131,8 @@ class Battle:
         self._provider_cap = providers.max_concurrency  # split between the workers
         self.worker_pids: list[int] = []
         """The attempt worker processes running this battle's attempts (empty: they run in this process)."""
+        self.attempt_runners = attempt_runners
+        """Who runs the attempts instead of this process or its workers (engine/attempt_runner.py; e.g. a pool)."""
 
     @property
     def attempts_done(self) -> int:
@@ -209,21 +214,28 @@ class Battle:
         await self._re_emit(carried)
         # One HTTP pool per battle: the A2A client factory mutates its client's default headers, so battles
         # (possibly against agents of different protocol versions) must not share one.
-        workers = attempt_workers(
-            workers=self._workers,
-            battle_id=self.battle_id,
-            white_agent_url=self.white_agent_url,
-            config=cfg,
-            run_dir=self.run_dir,
-            scoring_workers=self._scoring_workers,
-            attempts=self.attempts_total - len(carried),
-            provider_max_concurrency=self._provider_cap,
-        )
+        workers: AbstractAsyncContextManager[AttemptRunner | None]
+        if self.attempt_runners is not None:  # issue 29: e.g. published to a pool of green agents
+            order = attempt_order(refs, cfg.k, carried, mandated=self._certify.order if self._certify else None)
+            workers = self.attempt_runners(
+                AttemptPlan(self.battle_id, self.white_agent_url, cfg, self.run_dir, (*order,))
+            )
+        else:
+            workers = attempt_workers(
+                workers=self._workers,
+                battle_id=self.battle_id,
+                white_agent_url=self.white_agent_url,
+                config=cfg,
+                run_dir=self.run_dir,
+                scoring_workers=self._scoring_workers,
+                attempts=self.attempts_total - len(carried),
+                provider_max_concurrency=self._provider_cap,
+            )
         async with (
             capped_http_client(max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency + 4)) as http,
             workers as pool,
         ):
-            self.worker_pids = pool.pids if pool is not None else []
+            self.worker_pids = pool.pids if isinstance(pool, WorkerPool) else []
             return await self._run_attempts(refs, carried, http, started_at, t0, pool)
 
     async def _open_run_dir(self, refs: list[TaskRef], started_at: str) -> dict[AttemptKey, AttemptResult]:
@@ -294,7 +306,7 @@ class Battle:
         http: httpx.AsyncClient,
         started_at: str,
         t0: float,
-        pool: WorkerPool | None = None,
+        pool: AttemptRunner | None = None,
     ) -> BattleResult:
         cfg = self.config
         deps = AttemptDeps(

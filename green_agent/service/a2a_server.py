@@ -31,6 +31,7 @@ from green_agent.service.a2a_auth import OperatorContextBuilder, OperatorRequest
 from green_agent.service.context import build_service_context
 from green_agent.service.operator_auth import OperatorAuthMiddleware, OperatorToken
 from green_agent.service.outbox import DEFAULT_RETENTION_S
+from green_agent.service.pool_settings import PoolSettings
 from green_agent.service.running_battles import BattleRegistry, ServiceLimits
 from green_agent.service.warm_up import cancel_and_wait, warm_up
 
@@ -82,13 +83,14 @@ def create_app(
     operator_token: OperatorToken | None = None,
     limits: ServiceLimits | None = None,
     outbox_retention_s: float = DEFAULT_RETENTION_S,
+    pool: PoolSettings | None = None,
 ) -> Starlette:
     """The green agent as a Starlette app: A2A JSON-RPC at /, the agent card, /health, plus ``components``.
 
     ``operator_token`` guards the control surface (see :mod:`green_agent.service.operator_auth`); when omitted a random
     one is generated and kept in ``app.state.operator_token``. ``limits`` bound what remote parties may ask for.
     ``outbox_retention_s``: how long backend events are retried; on start, undelivered events of earlier processes
-    found in ``runs_dir`` are replayed in the background.
+    found in ``runs_dir`` are replayed in the background. ``pool``: this green agent's pool (``context.pool``).
     """
     context = build_service_context(
         card_url,
@@ -99,6 +101,7 @@ def create_app(
         limits=limits or ServiceLimits(),
         outbox_retention_s=outbox_retention_s,
         tool_gateway=_tool_gateway_of(components),
+        pool=pool,
     )
     battles = context.registry
     handler = OperatorRequestHandler(

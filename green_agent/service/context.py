@@ -20,6 +20,7 @@ from green_agent.engine.tau.scoring import ScoringPool
 from green_agent.service.a2a_executor import GreenAgentExecutor
 from green_agent.service.agent_card import build_card
 from green_agent.service.operator_auth import OperatorToken
+from green_agent.service.pool_settings import PoolSettings
 from green_agent.service.running_battles import BattleRegistry, ServiceLimits
 
 
@@ -36,6 +37,9 @@ class ServiceContext:
     """Entered (its fork server warmed in the background) by the lifespan."""
     registry: BattleRegistry
     executor: GreenAgentExecutor
+    pool: PoolSettings | None = None
+    """This green agent's pool (``arena-green --pool``; green_agent/service/pool_service.py leases its attempts), or
+    None: in no pool, every battle runs as before."""
 
 
 def build_service_context(
@@ -48,6 +52,7 @@ def build_service_context(
     limits: ServiceLimits,
     outbox_retention_s: float,
     tool_gateway: ToolGateway | None,
+    pool: PoolSettings | None = None,
 ) -> ServiceContext:
     """Construct (without starting anything) the collaborators of one application."""
     scoring = ScoringPool(max_workers=scoring_workers, warm=False)
@@ -69,4 +74,5 @@ def build_service_context(
         sandboxes=sandboxes,
         registry=registry,
         executor=GreenAgentExecutor(registry),
+        pool=pool,
     )

@@ -155,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"event loop to serve on (default: ${LOOP_ENV}, else asyncio; auto is uvloop when it is installed)",
     )
     parser.add_argument("--log-level", default="warning")
+    from green_agent.service.pool_flags import add_pool_flags, pool_settings_from
+
+    add_pool_flags(parser)  # --pool NAME --pool-backend URL --pool-key-file PATH --pool-capacity N --pool-worker-id
     args = parser.parse_args(argv)
 
     try:
@@ -179,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if (args.provider_max_concurrency or 0) > MAX_PROVIDER_CONCURRENCY:
         print(f"error: --provider-max-concurrency: at most {MAX_PROVIDER_CONCURRENCY}", file=sys.stderr)
+        return 2
+    try:
+        pool = pool_settings_from(args, os.environ)  # reads the pool key file once; the key is never printed
+    except ValueError as error:  # names the flag
+        print(f"error: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # tau2 environments allocate many small objects; fewer GC passes cut environment builds ~3x (see notes/tau2.md).
@@ -237,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         McpComponent(allowed_hosts=args.mcp_allowed_host, public_url=card_url),
         EvaluationsComponent(EvaluationsSettings(judge=judge)),
     ]
+    if pool is not None:  # a member of a pool: leases its battles' attempts beside the A2A server
+        from green_agent.service.pool_service import PoolComponent
+
+        components.append(PoolComponent(pool))
     app = create_app(
         card_url,
         runs_dir=args.runs_dir,
@@ -246,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         operator_token=token,
         limits=limits,
         outbox_retention_s=args.outbox_retention,
+        pool=pool,
     )
     # SIGTERM must end the process within seconds even while battles stream: open streams get 1 s, then close.
     server = _GreenServer(

@@ -44,6 +44,7 @@ from green_agent.service.backend_target import (
 )
 from green_agent.service.descriptors import check_descriptors
 from green_agent.service.outbox import DEFAULT_RETENTION_S, OUTBOX_FILE, load_outbox, recent_outboxes
+from green_agent.service.pool_owner import PoolSettings, pool_runners
 from green_agent.wire.agentbeats import ResultReason, refusal_reason
 from green_agent.wire.backend_posts import ResumeBackfill, progress_post_for, result_post
 
@@ -167,6 +168,7 @@ class BattleRegistry:
     uses tool_mode = "mcp"."""
     outbox_retention_s: float = DEFAULT_RETENTION_S
     """How long a backend event is retried, counted from when it was reported (``arena-green --outbox-retention``)."""
+    pool: PoolSettings | None = None  # --pool: battles reporting to its backend are published to it (pool_owner.py)
     _by_task: dict[str, str] = field(default_factory=dict)
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
     _replays: dict[str, BackendReporter] = field(default_factory=dict)
@@ -273,9 +275,8 @@ class BattleRegistry:
             workers=self.limits.workers,
             scoring_workers=self.limits.scoring_workers,
         )
-        claim_run_dir(
-            self.runs_dir, battle_id, resume=resume, retry_infra=retry_infra
-        )  # last check: a refused start must not use up the id
+        # Last check: a refused start must not use up the id.
+        claim_run_dir(self.runs_dir, battle_id, resume=resume, retry_infra=retry_infra)
         record = BattleRecord(battle_id, battle, ticket=self.admission.enter(battle_id, config.concurrency))
         holder.append(record)
         self.battles[battle_id] = record
@@ -459,6 +460,7 @@ class BattleRegistry:
     ) -> BattleResult:
         async with contextlib.AsyncExitStack() as stack:
             target = await self._target(record.battle_id, backend, resume=resume, operator=operator)
+            record.battle.attempt_runners = pool_runners(self.pool, target) or record.battle.attempt_runners
             reporter = self._reporter(record.battle_id, target) if target is not None else None
             if reporter is not None:
                 stack.push_async_exit(lambda exc_type, _exc, _tb: self._hand_over(reporter, exc_type))

@@ -1,0 +1,329 @@
+"""The owner's side of a battle worked by a pool of green agents (issue 29; docs/design/attempt-leases.md).
+
+When a battle runs on a green agent that is a member of a pool (``arena-green --pool``) and reports, with its battle
+token, to the backend that holds the pool's queue, :func:`pool_runners` gives the battle a :class:`PoolOwner` as its
+attempt runner (green_agent/engine/attempt_runner.py) instead of running attempts in its process or local workers.
+Without a pool, or for a battle that reports nowhere (``arena run`` without a backend) or without a token, it gives
+nothing and the battle runs as today.
+
+On enter the owner *publishes* the attempts still to run (one ``PooledAttempt`` payload each; a resumed battle only
+what its run directory lacks; publishing is idempotent per (task, attempt), so what a previous owner published is
+answered ``already``), then keeps two tasks: an *owner heartbeat* every third of ``owner_ttl_s`` (members take the
+battle over when it stops), and a *collector* paging ``GET /battles/{id}/attempts`` from the first attempt not yet
+finished (at once after a page that brought news, else after ``idle_s``). Each ``done`` attempt's recorded
+``PooledResult`` is validated and checked to be this battle's, task's and attempt's (otherwise, or for a ``failed``
+attempt, the attempt is a harness failure: excluded from n, never the agent's); its trajectory, when the member sent
+one, is written into the run directory's ``trajectories/`` exactly as a local attempt's, and handed to the battle's
+event. The battle (still the one writer of attempts.jsonl, events and statistics) gets each result from ``run``.
+
+The owner runs no attempt itself: its process leases like any member (``pool_runner`` beside the A2A server).
+
+Cancel and interrupt: leaving the context (the battle ends, is cancelled or interrupted) stops the collector and the
+heartbeats; nothing is un-published. Members keep working the queue while the backend battle is running: a
+cancelled battle posts its result, the backend marks it over and its remaining attempts are no longer leased; an
+interrupted owner stops heartbeating, so after ``owner_ttl_s`` a member takes the battle over and finishes it from
+the store (green_agent/service/pool_takeover.py), unless the owner is resumed first. The same holds for a battle
+stopped early by its budget or by certification: its published attempts are leased until its result is posted.
+
+Everything read from the store is hostile (any holder of the pool key records results): pages are bounded by the
+client, results validated off the event loop, texts cleaned and cut before they reach a log line or a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from pydantic import ValidationError
+
+from green_agent.engine.attempt import AttemptSpec, harness_failure, write_trajectory_file
+from green_agent.engine.attempt_runner import AttemptPlan, AttemptRunners
+from green_agent.engine.results import AttemptResult
+from green_agent.engine.tau.tasks import TaskRef
+from green_agent.service.attempt_lease_client import AttemptLeaseClient, AttemptLeaseError
+from green_agent.service.backend_target import BackendTarget
+from green_agent.service.outbox import clean_text
+from green_agent.service.pool_settings import PoolSettings as PoolSettings  # re-exported for the registry
+from green_agent.wire.attempt_leases import MAX_ATTEMPTS_PER_PUBLISH, AttemptIn, AttemptOut, PublishResponse
+from green_agent.wire.pool_attempts import PooledAttempt, PooledBattle, PooledResult
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+DEFAULT_OWNER_TTL_S = 60.0
+PUBLISH_BYTES = 512 * 1024
+"""Payload bytes per publish request (the backend's ``max_request_bytes`` is 1 MiB by default)."""
+PAGE_SIZE = 25
+"""Attempts per read: each may carry a result of up to ~1 MiB (the client reads at most 64 MiB per answer)."""
+IDLE_S = 0.5
+MAX_DETAIL_CHARS = 1000
+
+
+def pool_runners(settings: PoolSettings | None, target: BackendTarget | None) -> AttemptRunners | None:
+    """The battle's pooled attempt runner when this green agent is in a pool and the battle reports with its token to
+    the pool's backend; None otherwise (the battle runs its attempts as today)."""
+    if settings is None or target is None or not target.token or not settings.serves(target.url):
+        return None
+    token = target.token
+
+    def runners(plan: AttemptPlan) -> PoolOwner:
+        return PoolOwner(plan, settings, token)
+
+    return runners
+
+
+class PoolOwner:
+    """Publishes a battle's attempts to its pool and hands back each one's result as members record it."""
+
+    def __init__(
+        self,
+        plan: AttemptPlan,
+        settings: PoolSettings,
+        token: str,
+        *,
+        client: AttemptLeaseClient | None = None,
+        owner_ttl_s: float = DEFAULT_OWNER_TTL_S,
+        max_requeues: int = 2,
+        page_size: int = PAGE_SIZE,
+        idle_s: float = IDLE_S,
+    ) -> None:
+        self.plan = plan
+        self._settings = settings
+        self._token = token
+        self._given_client = client
+        self._client = client
+        self.owner_ttl_s = owner_ttl_s
+        self._max_requeues = max_requeues
+        self._page_size = page_size
+        self._idle_s = idle_s
+        self._wanted: dict[Key, tuple[TaskRef, int]] = {(ref.key, a): (ref, a) for ref, a in plan.attempts}
+        self._resolved: set[Key] = set()
+        self._ready: dict[Key, AttemptResult] = {}
+        self._waiting: dict[Key, asyncio.Future[AttemptResult]] = {}
+        self._failure: str | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.published: PublishResponse | None = None
+        """What the publish on enter added and found already there (None before it)."""
+
+    def __repr__(self) -> str:
+        return f"PoolOwner(battle={self.plan.battle_id!r}, pool={self._settings.name!r}, token='set')"
+
+    # ------------------------------------------------------------------------------------------ the context
+
+    async def __aenter__(self) -> Self:
+        if self._client is None:
+            self._client = AttemptLeaseClient(self._settings.backend_url, self._settings.name, self._settings.key)
+        try:
+            if self._wanted:
+                self.published = await self._publish(self._client)
+                log.info(
+                    "battle %s: %d attempts published to pool %s (%d already there)",
+                    *(self.plan.battle_id, self.published.added, self._settings.name, self.published.already),
+                )
+                self._tasks = [
+                    asyncio.create_task(self._heartbeats(self._client), name=f"pool-owner-{self.plan.battle_id}"),
+                    asyncio.create_task(self._collect(self._client), name=f"pool-collect-{self.plan.battle_id}"),
+                ]
+        except BaseException:
+            await self._close()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._fail_waiting("the battle's pool runner was closed")
+        if self._given_client is None and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    # ------------------------------------------------------------------------------------------ the runner
+
+    async def run(self, spec: AttemptSpec) -> AttemptResult:
+        """The attempt's result once a member recorded it (or the pool failed it): never run here."""
+        key = (spec.ref.key, spec.attempt)
+        if key not in self._wanted:
+            return harness_failure(spec, "pool: this attempt was not published (harness)")
+        if (ready := self._ready.pop(key, None)) is not None:
+            return ready
+        if self._failure is not None:
+            return harness_failure(spec, self._failure)
+        future: asyncio.Future[AttemptResult] = asyncio.get_running_loop().create_future()
+        self._waiting[key] = future
+        try:
+            return await future
+        finally:
+            self._waiting.pop(key, None)
+
+    # ------------------------------------------------------------------------------------------ publish
+
+    async def _publish(self, client: AttemptLeaseClient) -> PublishResponse:
+        chunks = await asyncio.to_thread(self._chunks)
+        added = already = 0
+        for chunk in chunks:
+            answer = await client.publish(
+                self.plan.battle_id,
+                self._token,
+                owner_worker=self._settings.worker_id,
+                attempts=chunk,
+                max_requeues=self._max_requeues,
+                owner_ttl_s=self.owner_ttl_s,
+            )
+            added, already = added + answer.added, already + answer.already
+        return PublishResponse(added=added, already=already)
+
+    def _chunks(self) -> list[list[AttemptIn]]:
+        """The attempts' payloads in requests of at most MAX_ATTEMPTS_PER_PUBLISH and about PUBLISH_BYTES (a thread:
+        one config dump per attempt)."""
+        battle = PooledBattle(
+            battle_id=self.plan.battle_id, white_agent_url=self.plan.white_agent_url, config=self.plan.config
+        )
+        chunks: list[list[AttemptIn]] = [[]]
+        size = 0
+        for ref, attempt in self.plan.attempts:
+            payload = PooledAttempt(
+                battle=battle, domain=ref.domain, split=ref.split, index=ref.index, task_id=ref.task_id, attempt=attempt
+            ).payload()
+            length = len(json.dumps(payload, separators=(",", ":")))
+            if chunks[-1] and (len(chunks[-1]) >= MAX_ATTEMPTS_PER_PUBLISH or size + length > PUBLISH_BYTES):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(AttemptIn(task_key=ref.key, attempt=attempt, payload=payload))
+            size += length
+        return chunks
+
+    # ------------------------------------------------------------------------------------------ heartbeats
+
+    async def _heartbeats(self, client: AttemptLeaseClient) -> None:
+        while True:
+            await asyncio.sleep(self.owner_ttl_s / 3)
+            try:
+                await client.owner_heartbeat(self.plan.battle_id, self._token, self._settings.worker_id)
+            except AttemptLeaseError as error:  # members may take the battle over if this lasts
+                log.warning("battle %s: owner heartbeat failed: %s", self.plan.battle_id, error)
+
+    # ------------------------------------------------------------------------------------------ collector
+
+    async def _collect(self, client: AttemptLeaseClient) -> None:
+        """Page the stored attempts until every published one is settled; a collector that cannot go on fails the
+        attempts still awaited as harness errors (a resume with --retry-infra collects them again)."""
+        try:
+            offset = 0
+            while len(self._resolved) < len(self._wanted):
+                offset, news = await self._sweep(client, offset)
+                if not news:
+                    await asyncio.sleep(self._idle_s)
+        except AttemptLeaseError as error:
+            self._give_up(f"pool: the attempts' results could not be read from the backend: {error}")
+        except Exception as error:  # a bug here must end the attempts, never hang the battle
+            log.exception("battle %s: the pool collector failed", self.plan.battle_id)
+            self._give_up(f"pool: the collector failed ({type(error).__name__}: {error})")
+
+    async def _sweep(self, client: AttemptLeaseClient, offset: int) -> tuple[int, bool]:
+        """One pass over the attempts from ``offset``: (where the next pass starts, whether any attempt settled)."""
+        news, first_open, at = False, None, offset
+        while True:
+            page = await client.read(self.plan.battle_id, token=self._token, offset=at, limit=self._page_size)
+            for index, stored in enumerate(page.attempts, start=at):
+                if stored.state in ("done", "failed"):
+                    news = await self._settle(stored) or news
+                elif first_open is None:
+                    first_open = index
+            at += len(page.attempts)  # publish order has no gaps: a next_offset elsewhere is not followed
+            if page.next_offset is None or not page.attempts:
+                return (first_open if first_open is not None else at), news
+
+    async def _settle(self, stored: AttemptOut) -> bool:
+        """Hand a finished attempt to ``run`` (once); False when it is not one of ours or is known already."""
+        key = (stored.task_key, stored.attempt)
+        wanted = self._wanted.get(key)
+        if wanted is None or key in self._resolved:
+            return False
+        self._resolved.add(key)
+        ref, attempt = wanted
+        spec = AttemptSpec(self.plan.battle_id, ref, attempt, self.plan.white_agent_url)
+        result, records = await self._result_of(spec, stored)
+        future = self._waiting.get(key)
+        if future is not None and not future.done():
+            if records is not None:  # only lent to an event that is sent now (else the sinks read the file)
+                result.keep_trajectory(records)
+            future.set_result(result)
+        else:
+            self._ready[key] = result
+        return True
+
+    async def _result_of(
+        self, spec: AttemptSpec, stored: AttemptOut
+    ) -> tuple[AttemptResult, list[dict[str, Any]] | None]:
+        by = _text(stored.recorded_by or "a member")
+        if stored.state == "failed":
+            last = stored.error or next((h.detail for h in reversed(stored.history) if h.detail), None)
+            tries = len(stored.history) or stored.requeues + 1
+            detail = f"pool: the attempt failed in the harness on {tries} tries; last error: {_text(last or 'none')}"
+            return harness_failure(spec, detail), None
+        if stored.result is None:
+            return harness_failure(spec, f"pool: {by} recorded no result (harness)"), None
+        try:
+            pooled = await asyncio.to_thread(PooledResult.model_validate, stored.result)
+        except ValidationError as error:
+            first = error.errors(include_url=False)[0] if error.errors() else {"loc": (), "msg": "invalid"}
+            where = ".".join(str(p) for p in first.get("loc", ())) or "the result"
+            problem = f"{where}: {first.get('msg')}"
+            return harness_failure(spec, f"pool: the result {by} recorded does not validate ({_text(problem)})"), None
+        result = pooled.result.model_copy()
+        if (mismatch := _mismatch(spec, result)) is not None:
+            return harness_failure(spec, f"pool: the result {by} recorded is {_text(mismatch)} (harness)"), None
+        result.trajectory_file = None
+        records = pooled.trajectory
+        if records is not None and self.plan.run_dir is not None:
+            directory = Path(self.plan.run_dir) / "trajectories"
+            try:
+                result.trajectory_file = await asyncio.to_thread(
+                    write_trajectory_file, directory, spec, result, records
+                )
+            except (OSError, ValueError) as error:
+                log.error("attempt %s/%s: trajectory not written: %s", spec.ref.key, spec.attempt, error)
+        return result, records
+
+    def _give_up(self, why: str) -> None:
+        self._failure = why
+        log.error("battle %s: %s", self.plan.battle_id, why)
+        self._fail_waiting(why)
+
+    def _fail_waiting(self, why: str) -> None:
+        for key, future in list(self._waiting.items()):
+            if not future.done():
+                ref, attempt = self._wanted[key]
+                future.set_result(
+                    harness_failure(AttemptSpec(self.plan.battle_id, ref, attempt, self.plan.white_agent_url), why)
+                )
+
+
+def _mismatch(spec: AttemptSpec, result: AttemptResult) -> str | None:
+    """What in a recorded result names another battle, task or attempt than the one leased (None: it is this one)."""
+    ref = spec.ref
+    expected = (spec.battle_id, ref.domain, ref.split, ref.index, ref.task_id, spec.attempt)
+    got = (result.battle_id, result.domain, result.split, result.task_index, result.task_id, result.attempt)
+    names = ("battle_id", "domain", "split", "task_index", "task_id", "attempt")
+    for name, want, have in zip(names, expected, got, strict=True):
+        if want != have:
+            return f"for {name} {have!r}, not {want!r}"
+    return None
+
+
+def _text(value: str) -> str:
+    """Text from the store, fit for a failure's detail and a log line (one line, bounded)."""
+    return clean_text(value, None)[:MAX_DETAIL_CHARS]

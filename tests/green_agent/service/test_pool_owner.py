@@ -1,0 +1,142 @@
+"""The owner of a pooled battle (issue 29) against a real backend process on SQLite, with fake members recording
+scripted results: every attempt published, collected and journaled exactly once, the summary the results say;
+results that do not validate, name another attempt, or an attempt failed in the harness on every try are harness
+errors (excluded from n), never the agent's; trajectories written into the owner's run directory as a local
+attempt's; a resumed owner publishes only what its run directory lacks; a battle reporting nowhere is not pooled.
+
+Waits are bounded (``asyncio.timeout``) only to turn a hang into a failure; nothing asserts on durations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from green_agent.engine.attempt_runner import AttemptPlan
+from green_agent.engine.battle import Battle
+from green_agent.engine.events import BattleEvent
+from green_agent.engine.results import FailureCategory, FaultAuthor
+from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.service.backend_target import BackendTarget
+from green_agent.service.pool_owner import PoolOwner, pool_runners
+from green_agent.statistics import summarize_trials
+from tests.green_agent.service.pool_owner_support import (
+    WHITE,
+    Misbehaviour,
+    client,
+    config,
+    fake_run,
+    journal,
+    members,
+    record_of,
+    reward,
+    settings,
+)
+from tests.green_agent.service.pool_support import pool_backend
+
+LIMIT_S = 180.0
+
+
+async def test_an_owner_collects_every_attempt_once_and_blames_bad_results_on_the_harness(tmp_path: Path) -> None:
+    cfg = config(tasks=10, k=2)
+    misbehave: dict[tuple[int, int], Misbehaviour] = {(1, 1): "invalid", (2, 2): "raise", (3, 1): "other_attempt"}
+    owners: list[PoolOwner] = []
+    async with pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend, client(backend) as lease_client:
+        battle_id, token = await backend.battle()
+
+        def runners(plan: AttemptPlan) -> PoolOwner:
+            owners.append(PoolOwner(plan, settings(backend, "owner"), token, max_requeues=1, idle_s=0.1))
+            return owners[-1]
+
+        runs = [fake_run(f"member-{n}", misbehave) for n in range(2)]
+        scoring = ScoringPool(max_workers=1, warm=False)
+        battle = Battle(battle_id, WHITE, cfg, scoring=scoring, runs_dir=tmp_path / "runs", attempt_runners=runners)
+        async with members(backend, runs) as pool, asyncio.timeout(LIMIT_S):
+            result = await battle.run()
+        stored = await lease_client.read(battle_id, token=token, limit=100)
+    assert battle.run_dir is not None
+    assert owners[0].published is not None and (owners[0].published.added, owners[0].published.already) == (20, 0)
+    assert stored.counts.get("done") == 19 and stored.counts.get("failed") == 1, stored.counts
+    assert sum(m.counts.recorded for m in pool) == 19
+    lines = journal(battle.run_dir)
+    assert len(lines) == 20 and len(set(lines)) == 20  # every attempt journaled exactly once
+    bad = {(f"retail/test/{i}", a) for i, a in misbehave}
+    by_key = {(a.task_key, a.attempt): a for a in result.attempts}
+    for key in bad:
+        attempt = by_key[key]
+        assert attempt.outcome == "infra_error" and attempt.trial_outcome is None, attempt
+        assert attempt.failure is not None and attempt.failure.category == FailureCategory.HARNESS_ERROR
+        assert attempt.failure.fault_author == FaultAuthor.HARNESS and attempt.failure.is_infrastructure
+    assert "does not validate" in str(by_key[("retail/test/1", 1)].failure)
+    assert "failed in the harness on 2 tries" in str(by_key[("retail/test/2", 2)].failure)
+    assert "sandbox would not start" in str(by_key[("retail/test/2", 2)].failure)
+    assert "attempt 2, not 1" in str(by_key[("retail/test/3", 1)].failure)
+    assert result.infrastructure_errors == 3
+    trials: dict[str, list[bool | None]] = {f"retail/test/{i}": [] for i in range(10)}
+    for i in range(10):
+        for a in (1, 2):
+            trials[f"retail/test/{i}"].append(None if (i, a) in misbehave else reward(i, a) == 1.0)
+    assert result.summary == summarize_trials(trials, k_max=2, seed=cfg.seed)
+    good = by_key[("retail/test/4", 2)]
+    assert good.outcome == ("success" if reward(4, 2) else "failure")
+    assert good.trajectory_file == "trajectories/retail-test-0004-attempt02.jsonl"  # the member's path is ignored
+    written = (battle.run_dir / good.trajectory_file).read_text(encoding="utf-8").splitlines()
+    assert json.loads(written[0])["attempt"]["context_id"] == "ctx-4-2"
+    assert [json.loads(line) for line in written[1:]] == [record_of(4, 2)]
+    assert by_key[("retail/test/1", 1)].trajectory_file is None
+
+
+async def test_a_resumed_owner_publishes_only_what_its_run_directory_lacks(tmp_path: Path) -> None:
+    cfg = config(tasks=6, k=2, concurrency=2)
+    owners: list[PoolOwner] = []
+    async with pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend:
+        battle_id, token = await backend.battle()
+
+        def runners(plan: AttemptPlan) -> PoolOwner:
+            owners.append(PoolOwner(plan, settings(backend, "owner"), token, idle_s=0.1))
+            return owners[-1]
+
+        holder: list[Battle] = []
+
+        async def interrupt_after_three(event: BattleEvent) -> None:
+            if event.type == "attempt_finished" and event.data.get("done") == 3:
+                holder[0].request_interrupt()
+
+        scoring = ScoringPool(max_workers=1, warm=False)
+        runs_dir = tmp_path / "runs"
+        first = Battle(
+            battle_id, WHITE, cfg, scoring=scoring, runs_dir=runs_dir, sinks=[interrupt_after_three],
+            attempt_runners=runners,
+        )  # fmt: skip
+        holder.append(first)
+        async with members(backend, [fake_run("member-0", pause_s=0.05)]), asyncio.timeout(LIMIT_S):
+            interrupted = await first.run()
+            assert interrupted.status == "interrupted"
+            assert first.run_dir is not None
+            carried = set(journal(first.run_dir))
+            assert 3 <= len(carried) < 12
+            resumed = Battle(
+                battle_id, WHITE, cfg, scoring=scoring, runs_dir=runs_dir, resume=True, attempt_runners=runners
+            )
+            result = await resumed.run()
+    assert [(o.published.added, o.published.already) for o in owners if o.published] == [
+        (12, 0),
+        (0, 12 - len(carried)),
+    ]
+    assert {(ref.key, a) for ref, a in owners[1].plan.attempts}.isdisjoint(carried)
+    lines = journal(first.run_dir)
+    assert len(lines) == 12 and len(set(lines)) == 12
+    assert result.status == "completed" and len(result.attempts) == 12 and result.infrastructure_errors == 0
+
+
+def test_only_a_battle_reporting_with_its_token_to_the_pools_backend_is_pooled(tmp_path: Path) -> None:
+    from green_agent.service.pool_settings import PoolSettings
+
+    pool = PoolSettings(name="p", backend_url="http://127.0.0.1:8000/", key="the-secret-key", worker_id="w")
+    assert pool_runners(None, BackendTarget("http://127.0.0.1:8000", "token")) is None
+    assert pool_runners(pool, None) is None
+    assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", None)) is None
+    assert pool_runners(pool, BackendTarget("http://127.0.0.1:9000", "token")) is None
+    assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", "token")) is not None
+    assert "the-secret-key" not in repr(pool)

@@ -129,6 +129,7 @@ class Battle:
         self._workers = workers  # attempt worker processes at most (engine/workers; 1: all in this process)
         self._scoring_workers = scoring_workers
         self._provider_cap = providers.max_concurrency  # split between the workers
+        self._providers = providers  # the service's ledger: its workers hold shares of the cap (provider_limits.py)
         self.worker_pids: list[int] = []
         """The attempt worker processes running this battle's attempts (empty: they run in this process)."""
         self.attempt_runners = attempt_runners
@@ -230,6 +231,7 @@ class Battle:
                 scoring_workers=self._scoring_workers,
                 attempts=self.attempts_total - len(carried),
                 provider_max_concurrency=self._provider_cap,
+                providers=self._providers,
             )
         async with (
             capped_http_client(max_bytes=cfg.max_reply_bytes, max_connections=max(8, cfg.concurrency + 4)) as http,

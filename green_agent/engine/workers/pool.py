@@ -34,13 +34,14 @@ from green_agent.engine.workers.protocol import (
     MAX_MESSAGE_BYTES,
     AttemptDone,
     CancelAttempt,
+    ProviderShare,
     RunAttempt,
     StartWorker,
     WorkerFailed,
     WorkerReady,
     encode,
 )
-from green_agent.provider_limits import DEFAULT_PROVIDER_MAX_CONCURRENCY
+from green_agent.provider_limits import DEFAULT_PROVIDER_MAX_CONCURRENCY, ProviderLimits, WorkerShares
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class WorkerPool:
         scoring_workers: int = 1,
         provider_max_concurrency: int = DEFAULT_PROVIDER_MAX_CONCURRENCY,
         python: str = sys.executable,
+        providers: ProviderLimits | None = None,
     ) -> None:
         self._processes = processes
         self._python = python
@@ -123,6 +125,8 @@ class WorkerPool:
         self._restarts_left = processes
         self._spawning: asyncio.Lock = asyncio.Lock()
         self._closed = False
+        self._providers = providers  # the service's ledger of the provider caps (None: cap // processes each)
+        self._shares: WorkerShares | None = None
 
     @property
     def pids(self) -> list[int]:
@@ -131,6 +135,8 @@ class WorkerPool:
 
     async def __aenter__(self) -> Self:
         try:
+            if self._providers is not None:  # before the spawns: the other battles' workers shrink first
+                self._shares = self._providers.hold_workers(self._processes, self._tell_share)
             await asyncio.gather(*(self._spawn() for _ in range(self._processes)))
         except BaseException:
             await self.aclose()
@@ -157,6 +163,8 @@ class WorkerPool:
         assert process.stdin is not None and worker.ready is not None
         try:
             process.stdin.write(self._start_line)
+            if self._shares is not None:
+                process.stdin.write(encode(ProviderShare(slots=self._shares.slots)))
             await process.stdin.drain()
             async with asyncio.timeout(START_TIMEOUT_S):
                 await asyncio.shield(worker.ready)
@@ -234,6 +242,14 @@ class WorkerPool:
                 log.error("battle %s: %s", self._start.battle_id, error)
                 return None
 
+    def _tell_share(self, slots: int) -> None:
+        """The service changed this battle's workers' provider share: tell every live worker (no answer)."""
+        line = encode(ProviderShare(slots=slots))
+        for worker in self._workers:
+            stdin = worker.process.stdin
+            if worker.dead is None and stdin is not None and not stdin.is_closing():
+                stdin.write(line)
+
     async def run(self, spec: AttemptSpec) -> AttemptResult:
         """Play ``spec`` in a worker; its result (a harness failure when the worker dies). Cancelling this cancels
         the attempt in its worker."""
@@ -273,6 +289,8 @@ class WorkerPool:
         """Stop every worker: end of input, a grace period to close sandboxes and pools, then SIGKILL. Never leaves
         a process behind, also when cancelled while it waits."""
         self._closed = True
+        if self._shares is not None:
+            self._shares.release()
         try:
             for worker in self._workers:
                 if worker.process.stdin is not None and not worker.process.stdin.is_closing():
@@ -319,6 +337,7 @@ async def attempt_workers(
     scoring_workers: int,
     attempts: int,
     provider_max_concurrency: int = DEFAULT_PROVIDER_MAX_CONCURRENCY,
+    providers: ProviderLimits | None = None,
 ) -> AsyncIterator[WorkerPool | None]:
     """The battle's worker pool, or None when its attempts run in the serving process (see
     :func:`worker_processes`); scoring workers are split between the processes (at least one each)."""
@@ -334,6 +353,7 @@ async def attempt_workers(
         run_dir=run_dir,
         scoring_workers=max(1, -(-scoring_workers // processes)),
         provider_max_concurrency=provider_max_concurrency,
+        providers=providers,
     )
     async with pool:
         yield pool

@@ -12,6 +12,9 @@ Battle -> worker (the worker's stdin):
               concurrency and of the scoring workers. Answered by ``ready`` (or ``failed``, then the worker exits).
   ``run``     play one attempt; answered by ``done`` with its result (never an exception: failures are results).
   ``cancel``  stop that attempt (cancel, interrupt); no answer (the battle no longer waits for it).
+  ``share``   the worker's share of the green agent's provider caps changed (other battles' workers started or
+              stopped, the pool's membership changed: docs/design/providers.md); sent after ``start`` and on every
+              change; no answer.
   End of input: the worker cancels what it runs, closes its sandboxes and scoring workers, and exits.
 
 Worker -> battle (a descriptor of its own: the worker's stdout is moved to stderr so a stray print cannot corrupt
@@ -100,9 +103,17 @@ class WorkerFailed(_Message):
     detail: str = Field(max_length=MAX_DETAIL_CHARS)
 
 
-ToWorker = Annotated[StartWorker | RunAttempt | CancelAttempt, Field(discriminator="kind")]
+class ProviderShare(_Message):
+    """From now on at most ``slots`` LLM calls in flight per provider in this worker (its share of the operator's
+    ``--provider-max-concurrency``, held for it by the serving process: docs/design/providers.md)."""
+
+    kind: Literal["share"] = "share"
+    slots: int = Field(ge=1, le=MAX_PROVIDER_CONCURRENCY)
+
+
+ToWorker = Annotated[StartWorker | RunAttempt | CancelAttempt | ProviderShare, Field(discriminator="kind")]
 FromWorker = Annotated[WorkerReady | AttemptDone | WorkerFailed, Field(discriminator="kind")]
-TO_WORKER: TypeAdapter[StartWorker | RunAttempt | CancelAttempt] = TypeAdapter(ToWorker)
+TO_WORKER: TypeAdapter[StartWorker | RunAttempt | CancelAttempt | ProviderShare] = TypeAdapter(ToWorker)
 FROM_WORKER: TypeAdapter[WorkerReady | AttemptDone | WorkerFailed] = TypeAdapter(FromWorker)
 
 

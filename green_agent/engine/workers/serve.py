@@ -27,6 +27,7 @@ from green_agent.engine.workers.protocol import (
     TO_WORKER,
     AttemptDone,
     CancelAttempt,
+    ProviderShare,
     RunAttempt,
     StartWorker,
     WorkerFailed,
@@ -76,16 +77,17 @@ async def serve(protocol_fd: int) -> None:
         return
     try:
         async with contextlib.AsyncExitStack() as stack:
-            deps = await _deps(start, stack)
+            limits = _provider_limits(start)
+            deps = await _deps(start, stack, limits)
             await out.send(WorkerReady(pid=os.getpid()))
-            await _attempts(start, deps, reader, out)
+            await _attempts(start, deps, reader, out, limits)
     except Exception as error:  # the pools could not start: tell the battle, which blames the harness
         log.exception("worker of battle %s failed", start.battle_id)
         with contextlib.suppress(Exception):
             await out.send(WorkerFailed(detail=f"{type(error).__name__}: {error}"[:MAX_DETAIL_CHARS]))
 
 
-async def _deps(start: StartWorker, stack: contextlib.AsyncExitStack) -> AttemptDeps:
+async def _deps(start: StartWorker, stack: contextlib.AsyncExitStack, limits: ProviderLimits) -> AttemptDeps:
     cfg = start.config
     # Not waited for: the worker takes attempts at once; the first scores wait for the scoring workers to start.
     scoring = await stack.enter_async_context(ScoringPool(max_workers=start.scoring_workers, warm=False))
@@ -101,7 +103,7 @@ async def _deps(start: StartWorker, stack: contextlib.AsyncExitStack) -> Attempt
         scoring=scoring,
         white_channels=a2a_channels(http, concurrency=cfg.concurrency),  # warns near the agent's bound
         # The worker's share of the operator's provider caps (docs/design/providers.md, "Worker processes").
-        user_factory=functools.partial(make_user, limiter=_provider_limits(start).for_user(cfg)),
+        user_factory=functools.partial(make_user, limiter=limits.for_user(cfg)),
         user_api_key=user_api_key(cfg.user_simulator),
         trajectories_dir=run_dir / "trajectories" if run_dir is not None else None,
         tool_gateway=None,  # tool_mode "mcp" battles run in the serving process (its MCP endpoint serves the tools)
@@ -113,7 +115,9 @@ def _provider_limits(start: StartWorker) -> ProviderLimits:
     return ProviderLimits(max_concurrency=start.provider_max_concurrency, workers=start.processes)
 
 
-async def _attempts(start: StartWorker, deps: AttemptDeps, reader: asyncio.StreamReader, out: _Out) -> None:
+async def _attempts(
+    start: StartWorker, deps: AttemptDeps, reader: asyncio.StreamReader, out: _Out, limits: ProviderLimits
+) -> None:
     running: dict[int, asyncio.Task[None]] = {}
     try:
         while line := await reader.readline():
@@ -125,6 +129,8 @@ async def _attempts(start: StartWorker, deps: AttemptDeps, reader: asyncio.Strea
             elif isinstance(message, CancelAttempt):
                 if (task_ := running.get(message.attempt_id)) is not None:
                     task_.cancel()
+            elif isinstance(message, ProviderShare):
+                limits.set_share(message.slots)
             else:
                 raise ValueError("start sent twice")
     finally:  # end of input (the battle closes us) or a broken stream: stop everything, close the pools

@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from green_agent.engine.attempt import AttemptSpec, harness_failure, write_trajectory_file
 from green_agent.engine.attempt_runner import AttemptPlan, AttemptRunners
+from green_agent.engine.config import BattleConfig
 from green_agent.engine.results import AttemptResult
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.service.attempt_lease_client import AttemptLeaseClient, AttemptLeaseError
@@ -64,10 +65,15 @@ IDLE_S = 0.5
 MAX_DETAIL_CHARS = 1000
 
 
-def pool_runners(settings: PoolSettings | None, target: BackendTarget | None) -> AttemptRunners | None:
+def pool_runners(
+    settings: PoolSettings | None, target: BackendTarget | None, config: BattleConfig
+) -> AttemptRunners | None:
     """The battle's pooled attempt runner when this green agent is in a pool and the battle reports with its token to
-    the pool's backend; None otherwise (the battle runs its attempts as today)."""
+    the pool's backend; None otherwise (the battle runs its attempts as today). A battle whose attempts' tools are
+    served natively (``tool_mode = "mcp"``: the gateway is this process's) is never pooled: members refuse it."""
     if settings is None or target is None or not target.token or not settings.serves(target.url):
+        return None
+    if config.tool_mode == "mcp":
         return None
     token = target.token
 

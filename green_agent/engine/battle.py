@@ -8,6 +8,7 @@ share no mutable state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -27,6 +28,7 @@ from green_agent.engine.battle_ids import run_dir_for, validate_battle_id
 from green_agent.engine.budget import BudgetTracker
 from green_agent.engine.capped_transport import capped_http_client
 from green_agent.engine.certify import CertifyTracker
+from green_agent.engine.certify_schedule import TaskStopSchedule
 from green_agent.engine.channels import a2a_channels
 from green_agent.engine.config import BattleConfig, ConfigError
 from green_agent.engine.consistency import battle_consistency
@@ -323,9 +325,13 @@ class Battle:
         )
         gate = asyncio.Semaphore(cfg.concurrency)
         announced: set[str] = set()
+        # A pass^k certify claim runs each task's attempts in sequence, stopping at its first failure (the schedule
+        # holds the gate per task block); None otherwise.
+        task_stop = TaskStopSchedule.for_battle(self.battle_id, self._certify, carried, self._prior_events)
+        slot: contextlib.AbstractAsyncContextManager[Any] = gate if task_stop is None else contextlib.nullcontext()
 
         async def one(ref: TaskRef, attempt: int) -> AttemptResult | None:
-            async with gate:
+            async with slot:
                 if self._certify_stopped or self._budget.exhausted(self._finished, self.attempts_total):  # stop
                     return None
                 key = ref.key
@@ -357,10 +363,12 @@ class Battle:
         # Attempts start in this order (the semaphore wakes its waiters first come, first served): certify's seeded
         # order (each task's k attempts as one block, within the budget), else longest expected first.
         mandated = self._certify.order if self._certify is not None else None
-        self._attempt_tasks = [
-            asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}")
-            for ref, a in attempt_order(refs, cfg.k, carried, mandated=mandated)
-        ]
+        schedule = attempt_order(refs, cfg.k, carried, mandated=mandated)
+        self._attempt_tasks = (
+            [asyncio.create_task(one(ref, a), name=f"{self.battle_id}/{ref.key}/{a}") for ref, a in schedule]
+            if task_stop is None
+            else task_stop.tasks(schedule, gate, one, self.emit)
+        )
         if self._cancel_requested:
             self.request_cancel()
         if self._interrupt_requested:
@@ -438,7 +446,8 @@ class Battle:
         trials: dict[str, list[bool | None]] = {r.key: [] for r in refs}
         for a in attempts:
             trials[a.task_key].append(a.trial_outcome)
-        summary = summarize_trials(trials, k_max=self.config.k, seed=self.config.seed)
+        stopped = self._certify.summarize(trials, attempts, self.config.seed) if self._certify is not None else None
+        summary = stopped or summarize_trials(trials, k_max=self.config.k, seed=self.config.seed)
         failures = Counter(a.failure.category.value for a in attempts if a.failure is not None)
         result = BattleResult(
             battle_id=self.battle_id,

@@ -23,7 +23,9 @@ from green_agent.statistics.certification import (
     ordered_observations,
 )
 from green_agent.statistics.certify_design import REASONS, certify_design
+from green_agent.statistics.certify_stop import first_failure_summary, task_stop_record
 from green_agent.statistics.sequential_binomial import BUDGET
+from green_agent.statistics.summary import TrialsSummary
 
 
 class CertifyTracker:
@@ -54,6 +56,9 @@ class CertifyTracker:
             comparison=certify.compare is not None,
         )
         """The sequential design: chosen from the config alone, so a resume makes the same looks."""
+        self.stops_within_task = certify.compare is None and certify.j == config.k and config.k >= 2
+        """A pass^k claim: a task's attempts run in sequence and stop at its first failure (its pass^k is then 0;
+        :mod:`green_agent.statistics.certify_stop`, scheduled by :mod:`green_agent.engine.certify_schedule`)."""
         self._outcomes: dict[str, list[bool | None]] = {}
         self._seen = 0
         self._prefix: list[float] = []
@@ -61,6 +66,11 @@ class CertifyTracker:
         self._stopped = False
         self._lock = threading.Lock()
         """state() runs on the event loop (decided) and in the summary's thread (certification): one at a time."""
+
+    @property
+    def k(self) -> int:
+        """Attempts per task of the battle."""
+        return self._config.k
 
     def state(self, finished: Sequence[AttemptResult]) -> tuple[list[float], str | None]:
         """The observations in the sequence and the task it waits for. ``finished`` only ever grows (the battle's
@@ -71,7 +81,9 @@ class CertifyTracker:
                 self._outcomes.setdefault(a.task_key, []).append(a.trial_outcome)
             self._seen = max(self._seen, len(finished))
             rest = self.order[len(self._prefix) :]
-            more, waiting = ordered_observations(rest, self._outcomes, self._config.k, self._certify.j)
+            more, waiting = ordered_observations(
+                rest, self._outcomes, self._config.k, self._certify.j, stop_at_failure=self.stops_within_task
+            )
             self._prefix.extend(more)
             values = list(self._prefix)
         if self._certify.compare is not None:  # paired difference d in [-1, 1] as (d + 1) / 2 in [0, 1]
@@ -100,7 +112,7 @@ class CertifyTracker:
             values, waiting = values[: int(used[0])], None
         stop = REASONS[int(reason[0])] if int(reason[0]) != BUDGET or waiting is None else "budget"
         sequence = self.design.sequence(np.asarray(values, dtype=np.float64)) if values else None
-        return build_certification(
+        built = build_certification(
             claim=certify.claim,
             j=certify.j,
             threshold=certify.decision_threshold,
@@ -119,3 +131,26 @@ class CertifyTracker:
             method_note=self.design.description,
             stop_reason=stop,
         )
+        if not self.stops_within_task:
+            return built
+        return built.model_copy(update={"task_stop": task_stop_record(by_attempt(finished), self._config.k)})
+
+    def summarize(
+        self, trials: dict[str, list[bool | None]], finished: Sequence[AttemptResult], seed: int
+    ) -> TrialsSummary | None:
+        """The summary of a battle whose tasks stop at their first failure (pass^j from each task's leading passes,
+        see :func:`~green_agent.statistics.certify_stop.first_failure_summary`); None for any other battle (the
+        usual summary applies). ``trials``: task key -> outcomes in attempt order, of the ``finished`` attempts."""
+        if not self.stops_within_task:
+            return None
+        k = self._config.k
+        note = task_stop_record(by_attempt(finished), k).note
+        return first_failure_summary(trials, k, seed, note)
+
+
+def by_attempt(finished: Sequence[AttemptResult]) -> dict[str, dict[int, bool | None]]:
+    """Task key -> attempt number -> outcome of the recorded attempts."""
+    out: dict[str, dict[int, bool | None]] = {}
+    for result in finished:
+        out.setdefault(result.task_key, {})[result.attempt] = result.trial_outcome
+    return out

@@ -40,6 +40,7 @@ EventType = Literal[
     "battle_interrupted",
     "battle_finished",
     "log",
+    "attempts_skipped",
 ]
 
 
@@ -256,8 +257,33 @@ class LogNote(_Event):
     type: Literal["log"] = "log"
 
 
+class AttemptsSkipped(_Event):
+    """Certify (a pass^k claim) did not run a task's remaining attempts: one failed, so the task's pass^k is 0
+    (reason ``certify_task_failed``; not a failure of the agent). See green_agent/statistics/certify_stop.py."""
+
+    type: Literal["attempts_skipped"] = "attempts_skipped"
+    task_key: str = ""
+    failed_attempt: int = 0
+    attempts: list[int] = Field(default_factory=list)
+    reason: str = "certify_task_failed"
+
+    def text(self, k: int) -> str:
+        which = ", ".join(str(a) for a in self.attempts)
+        return (
+            f"[{self.task_key}] ⏭️ Attempt(s) {which} of {k} skipped: attempt {self.failed_attempt} failed, so this "
+            f"task's pass^{k} is 0 ({self.reason})"
+        )
+
+
 ProgressEvent = Annotated[
-    BattleStarted | TaskStarted | AttemptStarted | AttemptFinished | BattleStopped | BattleFinished | LogNote,
+    BattleStarted
+    | TaskStarted
+    | AttemptStarted
+    | AttemptFinished
+    | BattleStopped
+    | BattleFinished
+    | LogNote
+    | AttemptsSkipped,
     Field(discriminator="type"),
 ]
 """The data of one progress event, by its ``type``."""
@@ -279,7 +305,16 @@ def events_json_schema() -> dict[str, Any]:
     ``detail`` of a backend progress post. Generated from the models; committed as docs/events.schema.json."""
     schema = _PROGRESS_EVENT.json_schema(mode="serialization")
     defs = schema.get("$defs", {})
-    for model in (BattleStarted, TaskStarted, AttemptStarted, AttemptFinished, BattleStopped, BattleFinished, LogNote):
+    for model in (
+        BattleStarted,
+        TaskStarted,
+        AttemptStarted,
+        AttemptFinished,
+        BattleStopped,
+        BattleFinished,
+        LogNote,
+        AttemptsSkipped,
+    ):
         properties = defs[model.__name__]["properties"]
         required = defs[model.__name__].setdefault("required", [])
         if "type" not in required:  # defaulted in the models (built by the engine), always on the wire

@@ -54,7 +54,7 @@ grows, and a summary of 10,000 tasks stays fast. Depends on n only, so validity 
 
 _TRUNCATION = 0.5
 """c in l+(m) = min(l, c / m): every factor stays >= 1 - c = 1/2, so the capital never jumps to zero."""
-_TUNING_ALPHA = 0.05
+TUNING_ALPHA = 0.05
 """a0 of the bet size (fixed, so intervals are nested across confidence levels)."""
 _BISECTION_STEPS = 20
 """2^-20 ~ 1e-6 of the search range; the reported bound is the outer end of the last bracket."""
@@ -134,7 +134,7 @@ def _plugin_bets(x: np.ndarray, horizon: int | None) -> np.ndarray:
     s2 = (0.25 + np.cumsum((x - mu) ** 2, axis=-1)) / (t + 1.0)
     s2_prev = np.concatenate([np.full((*x.shape[:-1], 1), 0.25), s2[..., :-1]], axis=-1)
     s2_prev = np.maximum(s2_prev, 1e-12)
-    scale = 2.0 * math.log(2.0 / _TUNING_ALPHA)
+    scale = 2.0 * math.log(2.0 / TUNING_ALPHA)
     if horizon is None:
         bets: np.ndarray = np.sqrt(scale / (s2_prev * t * np.log1p(t)))
     else:

@@ -43,6 +43,7 @@ from green_agent.statistics.betting import (
     betting_confidence_sequence,
     betting_interval,
 )
+from green_agent.statistics.certify_stop import TaskStop, stopped_task_value
 from green_agent.statistics.passk import pass_hat_k
 
 CertifyDecision = Literal["certified", "refuted", "inconclusive"]
@@ -80,17 +81,27 @@ def task_value(outcomes: Sequence[bool | None], j: int) -> float | None:
 
 
 def ordered_observations(
-    order: Sequence[str], outcomes: Mapping[str, Sequence[bool | None]], k: int, j: int
+    order: Sequence[str],
+    outcomes: Mapping[str, Sequence[bool | None]],
+    k: int,
+    j: int,
+    *,
+    stop_at_failure: bool = False,
 ) -> tuple[list[float], str | None]:
     """The observations that enter the sequence: per-task values along ``order`` up to the first task whose block
     of k attempts is not complete (or has fewer than j scored attempts). Returns the values and the key of the task
-    the sequence waits for (None when every task in ``order`` entered)."""
+    the sequence waits for (None when every task in ``order`` entered). With ``stop_at_failure`` (a pass^k claim
+    whose tasks stop at their first failure, :mod:`green_agent.statistics.certify_stop`) a task enters as 0 at its
+    first scored failure, as 1 after k scored passes."""
     values: list[float] = []
     for key in order:
         got = outcomes.get(key, ())
-        if len(got) < k:
+        if stop_at_failure:
+            v = stopped_task_value(got, k)
+        elif len(got) < k:
             return values, key
-        v = task_value(got, j)
+        else:
+            v = task_value(got, j)
         if v is None:
             return values, key
         values.append(v)
@@ -188,6 +199,9 @@ class Certification(BaseModel):
     stop_reason: Literal["decided", "futility", "budget"] | None = None
     """Why it stopped: a decision; futility (inconclusive early: no decision was reachable, or too unlikely, within
     the budget); the budget ran out (or the sequence waits on ``waiting_for``)."""
+    task_stop: TaskStop | None = Field(default=None, exclude_if=lambda stop: stop is None)
+    """pass^k claims: each task stopped at its first failure, the attempts that skipped (reason
+    ``certify_task_failed``) and how the summary's figures treat such tasks. Absent otherwise."""
 
 
 def certify_values(

@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from green_agent.statistics.betting import _TUNING_ALPHA, betting_confidence_sequence
+from green_agent.statistics.betting import TUNING_ALPHA, betting_confidence_sequence
 from green_agent.statistics.certification import CERTIFY_METHOD, threshold_capitals
 from green_agent.statistics.sequential_binomial import (
     BINOMIAL_METHOD,
@@ -132,7 +132,7 @@ def betting_decisions(
     reason = np.full(rows, BUDGET, dtype=np.int64)
     t = np.arange(1, budget + 1, dtype=np.float64)
     # The plug-in bet at look t is sqrt(2 log(2/a0) / (s2 t log(1 + t))) with s2 >= 1/(4 t): at most this.
-    largest = np.sqrt(8.0 * math.log(2.0 / _TUNING_ALPHA) / np.log1p(t))
+    largest = np.sqrt(8.0 * math.log(2.0 / TUNING_ALPHA) / np.log1p(t))
     gain_up = np.log1p(np.minimum(largest, TRUNCATION / threshold) * (1.0 - threshold))
     gain_down = np.log1p(np.minimum(largest, TRUNCATION / (1.0 - threshold)) * threshold)
     ahead_up = np.concatenate([np.cumsum(gain_up[::-1])[::-1], [0.0]])  # [i]: most the looks after i can add

@@ -50,6 +50,7 @@ def test_the_events_schema_is_valid_and_names_every_type() -> None:
         "battle_interrupted",
         "battle_finished",
         "log",
+        "attempts_skipped",
     }
     assert '"additionalProperties": false' not in events_json_schema_text()
 

@@ -133,7 +133,8 @@ async def test_a_resumed_owner_publishes_only_what_its_run_directory_lacks(tmp_p
 def test_only_a_battle_reporting_with_its_token_to_the_pools_backend_is_pooled(tmp_path: Path) -> None:
     from green_agent.service.pool_settings import PoolSettings
 
-    cfg, mcp = config(tasks=1, k=1), config(tasks=1, k=1).model_copy(update={"tool_mode": "mcp"})
+    cfg = config(tasks=1, k=2)
+    mcp = cfg.model_copy(update={"tool_mode": "mcp"})
     pool = PoolSettings(name="p", backend_url="http://127.0.0.1:8000/", key="the-secret-key", worker_id="w")
     assert pool_runners(None, BackendTarget("http://127.0.0.1:8000", "token"), cfg) is None
     assert pool_runners(pool, None, cfg) is None

@@ -65,6 +65,7 @@ def build_service_context(
         sandboxes=sandboxes,
         tool_gateway=tool_gateway,
         outbox_retention_s=outbox_retention_s,
+        pool=pool,
     )
     return ServiceContext(
         card=build_card(card_url),

@@ -298,14 +298,15 @@ def _validated(lease: LeaseOut, operator: BattleConfig) -> tuple[PooledAttempt, 
         raise ValueError(
             f"payload: task {key} attempt {attempt.attempt} in a lease of {lease.task_key} attempt {lease.attempt}"
         )
-    _check_admissible(battle.config, operator)
+    check_admissible(battle.config, operator)
     text = json.dumps(battle.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return attempt, hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _check_admissible(cfg: BattleConfig, operator: BattleConfig) -> None:
-    """What a battle config may not ask of this member, which runs it with its operator's keys and resources (the
-    rules a remote battle config follows: green_agent/engine/config.py)."""
+def check_admissible(cfg: BattleConfig, operator: BattleConfig) -> None:
+    """ValueError naming the field when a member whose operator's config is ``operator`` (its ``--scenario``) would
+    refuse to run ``cfg``'s attempts: it runs them with its operator's keys and resources, so the rules of a remote
+    battle config apply (green_agent/engine/config.py). An owner may call it to pool only what members accept."""
     if cfg.tool_mode == "mcp":
         raise ValueError('payload.battle.config.tool_mode: "mcp" battles are not run by pool members')
     user, mine = cfg.user_simulator, operator.user_simulator

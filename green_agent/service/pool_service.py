@@ -6,7 +6,9 @@ server.
 :class:`~green_agent.service.pool_runner.PoolRunner` on the application's scoring processes, sandbox factory and
 provider caps, and runs a :class:`~green_agent.service.pool_member.PoolMember` as a task until the application
 stops: then the member is cancelled (its attempts stop; their leases run out and other members take them again),
-awaited, and the runner and client are closed. No task outlives the lifespan.
+awaited, and the runner and client are closed. Beside it runs the takeover watch
+(:class:`~green_agent.service.pool_takeover.PoolTakeover`), told of every battle the runner leases an attempt of: a
+battle whose owner went silent is claimed and finished on this green agent. No task outlives the lifespan.
 
 A member the backend refuses (the pool key, the pool: nothing changes by asking again at once) logs an error and
 tries again every :data:`REFUSED_PAUSE_S` seconds: it never takes the A2A server down with it.
@@ -24,8 +26,9 @@ from starlette.routing import BaseRoute
 
 from green_agent.service.attempt_lease_client import AttemptLeaseClient, AttemptLeaseError
 from green_agent.service.pool_member import PoolMember
-from green_agent.service.pool_runner import BattleSeen, PoolRunner
+from green_agent.service.pool_runner import PoolRunner
 from green_agent.service.pool_settings import PoolSettings
+from green_agent.service.pool_takeover import PoolTakeover
 from green_agent.service.running_battles import BattleRegistry
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,8 @@ class PoolComponent:
         self._refused_pause_s = refused_pause_s
         self.member: PoolMember | None = None
         """The running member (None before the lifespan and after it)."""
+        self.takeover: PoolTakeover | None = None
+        """The running takeover watch (None before the lifespan and after it)."""
 
     def routes(self, registry: Callable[[], BattleRegistry]) -> list[BaseRoute]:
         return []
@@ -63,7 +68,8 @@ class PoolComponent:
             client = await stack.enter_async_context(
                 AttemptLeaseClient(settings.backend_url, settings.name, settings.key)
             )
-            seen: BattleSeen | None = None  # the owner-takeover watch (pool_takeover.py) is told of each battle here
+            # Battles whose owner goes silent are taken over and finished here (pool_takeover.py).
+            takeover = PoolTakeover(registry, settings, client)
             runner = await stack.enter_async_context(
                 PoolRunner(
                     settings.worker_id,
@@ -73,15 +79,18 @@ class PoolComponent:
                     sandboxes=registry.sandboxes,
                     capacity=settings.capacity,
                     backend_url=settings.backend_url,
-                    on_battle_seen=seen,
+                    on_battle_seen=takeover.battle_seen,
                 )
             )
             member = PoolMember(
                 client, settings.worker_id, runner.run_attempt, capacity=settings.capacity, ttl_s=self._ttl_s,
                 wait_s=self._wait_s,
             )  # fmt: skip
-            task = asyncio.create_task(self._serve(member), name=f"pool-member-{settings.worker_id}")
-            self.member = member
+            tasks = [
+                asyncio.create_task(self._serve(member), name=f"pool-member-{settings.worker_id}"),
+                asyncio.create_task(self._watch(takeover), name=f"pool-takeover-{settings.worker_id}"),
+            ]
+            self.member, self.takeover = member, takeover
             log.info(
                 "pool member %s: leasing attempts of pool %s from %s (capacity %d)",
                 *(settings.worker_id, settings.name, settings.backend_url, settings.capacity),
@@ -89,10 +98,10 @@ class PoolComponent:
             try:
                 yield
             finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-                self.member = None
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                self.member = self.takeover = None
 
     async def _serve(self, member: PoolMember) -> None:
         while True:
@@ -105,4 +114,13 @@ class PoolComponent:
                 )
             except Exception:  # a bug: logged, and the member leases again (the A2A server keeps serving)
                 log.exception("pool member %s stopped", member.worker_id)
+            await asyncio.sleep(self._refused_pause_s)
+
+    async def _watch(self, takeover: PoolTakeover) -> None:
+        while True:
+            try:
+                await takeover.run()
+                return
+            except Exception:  # a bug: logged, and the watch starts again (the member keeps leasing)
+                log.exception("pool member %s: the takeover watch stopped", self.settings.worker_id)
             await asyncio.sleep(self._refused_pause_s)

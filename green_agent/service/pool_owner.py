@@ -224,12 +224,12 @@ class PoolOwner:
     # ------------------------------------------------------------------------------------------ collector
 
     async def _collect(self, client: AttemptLeaseClient) -> None:
-        """Page the stored attempts until every published one is settled; a collector that cannot go on fails the
-        attempts still awaited as harness errors (a resume with --retry-infra collects them again)."""
+        """Read the stored attempts until every published one is settled; a collector that cannot go on fails the
+        attempts still awaited as harness errors (journaled as such; the store keeps what members record)."""
         try:
-            offset = 0
-            while len(self._resolved) < len(self._wanted):
-                offset, news = await self._sweep(client, offset)
+            open_at = await self._first_sweep(client)
+            while open_at:
+                open_at, news = await self._sweep(client, open_at)
                 if not news:
                     await asyncio.sleep(self._idle_s)
         except AttemptLeaseError as error:
@@ -238,30 +238,59 @@ class PoolOwner:
             log.exception("battle %s: the pool collector failed", self.plan.battle_id)
             self._give_up(f"pool: the collector failed ({type(error).__name__}: {error})")
 
-    async def _sweep(self, client: AttemptLeaseClient, offset: int) -> tuple[int, bool]:
-        """One pass over the attempts from ``offset``: (where the next pass starts, whether any attempt settled)."""
-        news, first_open, at = False, None, offset
+    async def _first_sweep(self, client: AttemptLeaseClient) -> list[int]:
+        """Read the whole queue once: settle what is finished, and return where (publish order) our attempts still
+        open are. An attempt of ours the store does not hold at all is a harness failure (nothing would record it)."""
+        open_at: list[int] = []
+        seen: set[Key] = set()
+        at = 0
         while True:
             page = await client.read(self.plan.battle_id, token=self._token, offset=at, limit=self._page_size)
             for index, stored in enumerate(page.attempts, start=at):
+                seen.add((stored.task_key, stored.attempt))
                 if stored.state in ("done", "failed"):
-                    news = await self._settle(stored) or news
-                elif first_open is None:
-                    first_open = index
+                    await self._settle(stored)
+                elif (stored.task_key, stored.attempt) in self._wanted:
+                    open_at.append(index)
             at += len(page.attempts)  # publish order has no gaps: a next_offset elsewhere is not followed
             if page.next_offset is None or not page.attempts:
-                return (first_open if first_open is not None else at), news
+                break
+        for key in self._wanted.keys() - seen - self._resolved:
+            self._resolved.add(key)
+            self._deliver(key, self._failed(key, "pool: the backend's queue does not hold this attempt"), None)
+        return open_at
+
+    async def _sweep(self, client: AttemptLeaseClient, open_at: list[int]) -> tuple[list[int], bool]:
+        """Read the pages holding the attempts open at the last pass (a finished attempt never changes, so the rest
+        is not read again): (those still open, whether any settled)."""
+        still: list[int] = []
+        news, i = False, 0
+        while i < len(open_at):
+            at = open_at[i]
+            page = await client.read(self.plan.battle_id, token=self._token, offset=at, limit=self._page_size)
+            states = {index: stored for index, stored in enumerate(page.attempts, start=at)}
+            while i < len(open_at) and open_at[i] < at + max(len(page.attempts), 1):
+                stored = states.get(open_at[i])
+                if stored is None:  # the store no longer lists it: read from there again next time
+                    still.append(open_at[i])
+                elif stored.state in ("done", "failed"):
+                    news = await self._settle(stored) or news
+                elif (stored.task_key, stored.attempt) in self._wanted:
+                    still.append(open_at[i])
+                i += 1
+        return still, news
 
     async def _settle(self, stored: AttemptOut) -> bool:
         """Hand a finished attempt to ``run`` (once); False when it is not one of ours or is known already."""
         key = (stored.task_key, stored.attempt)
-        wanted = self._wanted.get(key)
-        if wanted is None or key in self._resolved:
+        if key not in self._wanted or key in self._resolved:
             return False
         self._resolved.add(key)
-        ref, attempt = wanted
-        spec = AttemptSpec(self.plan.battle_id, ref, attempt, self.plan.white_agent_url)
-        result, records = await self._result_of(spec, stored)
+        result, records = await self._result_of(self._spec(key), stored)
+        self._deliver(key, result, records)
+        return True
+
+    def _deliver(self, key: Key, result: AttemptResult, records: list[dict[str, Any]] | None) -> None:
         future = self._waiting.get(key)
         if future is not None and not future.done():
             if records is not None:  # only lent to an event that is sent now (else the sinks read the file)
@@ -269,7 +298,13 @@ class PoolOwner:
             future.set_result(result)
         else:
             self._ready[key] = result
-        return True
+
+    def _spec(self, key: Key) -> AttemptSpec:
+        ref, attempt = self._wanted[key]
+        return AttemptSpec(self.plan.battle_id, ref, attempt, self.plan.white_agent_url)
+
+    def _failed(self, key: Key, why: str) -> AttemptResult:
+        return harness_failure(self._spec(key), why)
 
     async def _result_of(
         self, spec: AttemptSpec, stored: AttemptOut
@@ -312,10 +347,7 @@ class PoolOwner:
     def _fail_waiting(self, why: str) -> None:
         for key, future in list(self._waiting.items()):
             if not future.done():
-                ref, attempt = self._wanted[key]
-                future.set_result(
-                    harness_failure(AttemptSpec(self.plan.battle_id, ref, attempt, self.plan.white_agent_url), why)
-                )
+                future.set_result(self._failed(key, why))
 
 
 def _mismatch(spec: AttemptSpec, result: AttemptResult) -> str | None:

@@ -13,7 +13,10 @@ concurrencies. For each run it prints:
 - under each row, when the first/last attempt started and finished, and where the time over ideal went: the agent's
   turn latency (p50 / p95) against the delay (the excess is queueing in the green agent, the proxy and the agent),
   each party's mean time per attempt, and the attempt that ended last (when it started, its turns, agent and
-  harness seconds).
+  harness seconds);
+- CPU seconds the battle cost, by party (the green agent's serving process, attempt workers, sandboxes and scoring
+  processes; the replay agent; the proxy), in total and per agent turn: load-independent, unlike the wall times on a
+  shared machine (the table's CPU-s column is the total).
 
 Targets on a 2-core machine: concurrency 256 with a 2 s delay within 1.5x ideal, every attempt 1.0, /health p99 under
 250 ms (on 16 cores: 1 s delay at 256 within 1.15x, raw throughput at least 100 attempts/s). Exit 1 when a run with
@@ -39,7 +42,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,53 +64,13 @@ RATIO_TARGET = 1.5
 HEALTH_P99_TARGET_S = 0.250
 TOKEN = secrets.token_urlsafe(16)
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-# --- the delay proxy (a process of its own: ``bench_latency_hiding.py proxy ...``) --------------------------------
-
-
-def proxy_app(upstream: str, delay_s: float) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-    """An ASGI app forwarding every request to ``upstream``; POSTs (A2A calls) wait ``delay_s`` first."""
-    client = httpx.AsyncClient(base_url=upstream, timeout=600, limits=httpx.Limits(max_connections=2048))
-    hop = {"host", "content-length", "transfer-encoding", "connection"}
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            while (message := await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await client.aclose()
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        if scope["method"] == "POST" and delay_s > 0:
-            await asyncio.sleep(delay_s)
-        headers = [(k.decode(), v.decode()) for k, v in scope["headers"] if k.decode().lower() not in hop]
-        for retry in range(3):  # the agent's server closes idle keep-alive connections: a reused one may be dead
-            try:
-                reply = await client.request(scope["method"], scope["path"], content=body, headers=headers)
-                break
-            except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ConnectError):
-                if retry == 2:
-                    raise
-        out = [(k.encode(), v.encode()) for k, v in reply.headers.items() if k.lower() not in hop]
-        await send({"type": "http.response.start", "status": reply.status_code, "headers": out})
-        await send({"type": "http.response.body", "body": reply.content})
-
-    return app
+# --- the delay proxy (a process of its own: ``bench_latency_hiding.py proxy ...``; benchmarks/delay_proxy.py) ---------
 
 
 def serve_proxy(port: int, upstream: str, delay_s: float) -> None:
-    import uvicorn
+    from delay_proxy import serve
 
-    uvicorn.run(proxy_app(upstream, delay_s), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    serve(port, upstream, delay_s)
 
 
 # --- the driver --------------------------------------------------------------------------------------------------
@@ -137,9 +100,26 @@ class Figures:
     failures: list[str]
     """Why attempts did not score 1.0 (category, author, detail), at most a few."""
     cpu: dict[str, float]
-    """CPU seconds by part: the green agent's serving process, workers, sandboxes, scoring; the white agent, proxy."""
+    """CPU seconds spent during the battle by party: the green agent's serving process, workers, sandboxes, scoring
+    (from samples of each process, :class:`CpuMeter`), the white (replay) agent and the proxy."""
+    driver_cpu_s: float = 0.0
+    """This script's own CPU during the battle (/health polls, memory and CPU sampling): not in the totals."""
     where: str = ""
     """Where the time over ideal went: turn latency against the delay, time per party, the attempt that ended last."""
+
+    @property
+    def cpu_total_s(self) -> float:
+        """CPU seconds of the battle: the green agent's processes, the white agent and the proxy."""
+        return sum(self.cpu.values())
+
+    def cpu_text(self) -> str:
+        """CPU-s per party, the total and per agent turn (an A2A call: the unit of work of a latency-bound battle)."""
+        parts = " ".join(f"{k} {v:.1f}" for k, v in sorted(self.cpu.items()))
+        per_turn = self.cpu_total_s / self.calls * 1000 if self.calls else 0.0
+        return (
+            f"CPU-s: total {self.cpu_total_s:.1f} ({per_turn:.2f} ms per agent turn over {self.calls} turns): {parts}; "
+            f"driver {self.driver_cpu_s:.1f} (not in the total)"
+        )
 
     @property
     def ideal_s(self) -> float:
@@ -226,22 +206,55 @@ def role(process: psutil.Process) -> str:
     return "serving"
 
 
-async def watch_memory(
-    pid: int, peak: list[float], stop: asyncio.Event, cpu: dict[int, tuple[str, float]] | None = None
-) -> None:
-    def tree_rss() -> float:
-        try:
-            root = psutil.Process(pid)
-            processes = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return 0.0
-        total = 0
+def tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+class CpuMeter:
+    """CPU seconds of the green agent's process tree during a battle, by part (serving, workers, sandboxes, scoring).
+
+    Each process is sampled with the memory (every 0.5 s) and once more at the end: its CPU over the battle is its
+    last sample less what it had used when the battle started (0 for processes started during it); a process that
+    lived between two samples, or whose last half second went unsampled, is missed (the parts are a lower bound).
+    (Summing each live process's own time and its reaped children's at both ends misses more: a worker's scoring
+    processes and fork server outlive it and are reaped by init.)"""
+
+    def __init__(self) -> None:
+        self.first: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}
+        self.roles: dict[int, str] = {}
+
+    def sample(self, process: psutil.Process) -> None:
+        with contextlib.suppress(psutil.Error):
+            if process.pid not in self.roles:
+                self.roles[process.pid] = role(process)
+            times = process.cpu_times()
+            self.last[process.pid] = (self.roles[process.pid], times.user + times.system)
+
+    def start(self, processes: list[psutil.Process]) -> None:
         for process in processes:
+            self.sample(process)
+        self.first = {pid: seconds for pid, (_role, seconds) in self.last.items()}
+
+    def by_role(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for pid, (name, seconds) in self.last.items():
+            totals[name] = totals.get(name, 0.0) + seconds - self.first.get(pid, 0.0)
+        return totals
+
+
+async def watch_memory(pid: int, peak: list[float], stop: asyncio.Event, cpu: CpuMeter | None = None) -> None:
+    def tree_rss() -> float:
+        total = 0
+        for process in tree(pid):
             with contextlib.suppress(psutil.Error):
                 total += process.memory_full_info().pss  # forked sandboxes share pages: RSS would count them again
                 if cpu is not None:
-                    times = process.cpu_times()
-                    cpu[process.pid] = (role(process), times.user + times.system)
+                    cpu.sample(process)
         return total / 2**20
 
     while not stop.is_set():
@@ -265,12 +278,15 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
     config = {"mode": "all", "domain": "retail", "split": "test", "k": k, "calibration": True}
     config |= {"concurrency": run.concurrency, "attempt_timeout_s": 1800, "turn_timeout_s": 600, "tool_timeout_s": 60}
     env = {"ARENA_OPERATOR_TOKEN": TOKEN}
-    cpu: dict[int, tuple[str, float]] = {}
+    cpu = CpuMeter()
     async with started(white_argv) as white, started(proxy_argv) as proxy, started(green_argv, env) as green:
         await asyncio.gather(ready(f"{white_url}/.well-known/agent-card.json"), ready(f"{green_url}/health"))
         await ready(f"{proxy_url}/.well-known/agent-card.json")
         await asyncio.sleep(5)  # let the green agent's scoring workers and fork server warm up
         load = os.getloadavg()
+        await asyncio.to_thread(cpu.start, await asyncio.to_thread(tree, green.pid))
+        driver = psutil.Process()
+        driver_before = cpu_s(driver.pid)
         samples: list[float] = []
         failures: list[int] = []
         peak = [0.0]
@@ -308,6 +324,8 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
             stop.set()
             await asyncio.gather(*watchers)
             after = {name: cpu_s(process.pid) - before[name] for name, process in (("white", white), ("proxy", proxy))}
+            await asyncio.to_thread(_sample_at_end, green.pid, cpu)
+            driver_cpu = cpu_s(driver.pid) - driver_before
     if outcome.state != "completed":
         raise RuntimeError(f"battle {battle_id} ended {outcome.state}: {outcome.error}")
     summary = json.loads((runs_dir / battle_id / "summary.json").read_text(encoding="utf-8"))
@@ -330,7 +348,8 @@ async def measure(run: Run, workers: int | None, runs_dir: Path, python: str) ->
             for a in attempts
             if a.get("reward") != 1.0 and a.get("failure")
         ][:5],
-        cpu={**_by_role(cpu), **after},
+        cpu={**cpu.by_role(), **after},
+        driver_cpu_s=driver_cpu,
         where=where_time_went(attempts, starts, run.delay_s),
     )
 
@@ -372,12 +391,16 @@ def cpu_s(pid: int) -> float:
     return float(times.user + times.system)
 
 
-def _by_role(cpu: dict[int, tuple[str, float]]) -> dict[str, float]:
-    """CPU seconds per role over the run (processes that lived between two samples are not seen: a lower bound)."""
-    totals: dict[str, float] = {}
-    for name, seconds in cpu.values():
-        totals[name] = totals.get(name, 0.0) + seconds
-    return totals
+def _sample_at_end(pid: int, cpu: CpuMeter) -> None:
+    """Sample the green tree every 0.1 s until the battle's workers are gone (at most 10 s): their last CPU."""
+    deadline = time.monotonic() + 10
+    while True:
+        processes = tree(pid)
+        for process in processes:
+            cpu.sample(process)
+        if time.monotonic() > deadline or not any(cpu.roles.get(p.pid) == "workers" for p in processes):
+            return
+        time.sleep(0.1)
 
 
 def row(f: Figures) -> str:
@@ -387,7 +410,7 @@ def row(f: Figures) -> str:
     return (
         f"| {delay} | {f.run.concurrency} | {f.attempts} | {f.wall_s:.1f} s | {f.ideal_s:.1f} s | {ratio} | "
         f"{f.attempts / f.wall_s:.1f} | {f.perfect}/{f.run.attempts} | {f.peak_mb:.0f} MB | {health} | "
-        f"{f.load[0]:.1f} | {' '.join(f'{k} {v:.0f}' for k, v in sorted(f.cpu.items()))} | "
+        f"{f.load[0]:.1f} | {f.cpu_total_s:.1f} | "
         f"{', '.join(f.missed()) or 'ok'} |"
     )
 
@@ -407,7 +430,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"cores {os.cpu_count()}, workers {args.workers or 'default (one per core)'}; load before: {os.getloadavg()}")
     print(
         "| delay | concurrency | attempts | wall | ideal | ratio | attempts/s | score 1.0 | peak memory | "
-        "/health p99 / max | load | CPU s | targets |"
+        "/health p99 / max | load | CPU-s | targets |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     failed = False
@@ -417,6 +440,7 @@ async def main_async(args: argparse.Namespace) -> int:
             print(row(figures), flush=True)
             print("    " + ", ".join(f"{k} {v:.1f} s" for k, v in figures.marks.items()), flush=True)
             print(f"    {figures.where}", flush=True)
+            print(f"    {figures.cpu_text()}", flush=True)
             for failure in figures.failures:
                 print(f"    not 1.0: {failure}", flush=True)
             failed = failed or bool(figures.missed())

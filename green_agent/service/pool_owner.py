@@ -49,6 +49,7 @@ from green_agent.engine.tau.tasks import TaskRef
 from green_agent.service.attempt_lease_client import AttemptLeaseClient, AttemptLeaseError
 from green_agent.service.backend_target import BackendTarget
 from green_agent.service.outbox import clean_text
+from green_agent.service.pool_runner import check_admissible
 from green_agent.service.pool_settings import PoolSettings as PoolSettings  # re-exported for the registry
 from green_agent.wire.attempt_leases import MAX_ATTEMPTS_PER_PUBLISH, AttemptIn, AttemptOut, PublishResponse
 from green_agent.wire.pool_attempts import PooledAttempt, PooledBattle, PooledResult
@@ -66,14 +67,18 @@ MAX_DETAIL_CHARS = 1000
 
 
 def pool_runners(
-    settings: PoolSettings | None, target: BackendTarget | None, config: BattleConfig
+    settings: PoolSettings | None, target: BackendTarget | None, config: BattleConfig, operator: BattleConfig
 ) -> AttemptRunners | None:
     """The battle's pooled attempt runner when this green agent is in a pool and the battle reports with its token to
-    the pool's backend; None otherwise (the battle runs its attempts as today). A battle whose attempts' tools are
-    served natively (``tool_mode = "mcp"``: the gateway is this process's) is never pooled: members refuse it."""
+    the pool's backend; None otherwise (the battle runs its attempts as today). A battle this green agent's own member
+    would refuse (``check_admissible`` against the ``operator``'s config: tools served natively, an LLM user other
+    than the operator's, caps above its) is not pooled either: it runs here as today."""
     if settings is None or target is None or not target.token or not settings.serves(target.url):
         return None
-    if config.tool_mode == "mcp":
+    try:
+        check_admissible(config, operator)
+    except ValueError as error:
+        log.info("battle not published to pool %s (its members would refuse it: %s); run here", settings.name, error)
         return None
     token = target.token
 

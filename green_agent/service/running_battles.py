@@ -460,7 +460,7 @@ class BattleRegistry:
     ) -> BattleResult:
         async with contextlib.AsyncExitStack() as stack:
             target = await self._target(record.battle_id, backend, resume=resume, operator=operator)
-            record.battle.attempt_runners = pool_runners(self.pool, target, record.battle.config)
+            record.battle.attempt_runners = pool_runners(self.pool, target, record.battle.config, self.default_config)
             reporter = self._reporter(record.battle_id, target) if target is not None else None
             if reporter is not None:
                 stack.push_async_exit(lambda exc_type, _exc, _tb: self._hand_over(reporter, exc_type))

@@ -136,10 +136,10 @@ def test_only_a_battle_reporting_with_its_token_to_the_pools_backend_is_pooled(t
     cfg = config(tasks=1, k=2)
     mcp = cfg.model_copy(update={"tool_mode": "mcp"})
     pool = PoolSettings(name="p", backend_url="http://127.0.0.1:8000/", key="the-secret-key", worker_id="w")
-    assert pool_runners(None, BackendTarget("http://127.0.0.1:8000", "token"), cfg) is None
-    assert pool_runners(pool, None, cfg) is None
-    assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", None), cfg) is None
-    assert pool_runners(pool, BackendTarget("http://127.0.0.1:9000", "token"), cfg) is None
-    assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", "token"), cfg) is not None
-    assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", "token"), mcp) is None  # members refuse it
+    assert pool_runners(None, BackendTarget("http://127.0.0.1:8000", "token"), cfg, cfg) is None
+    assert pool_runners(pool, None, cfg, cfg) is None
+    assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", None), cfg, cfg) is None
+    assert pool_runners(pool, BackendTarget("http://127.0.0.1:9000", "token"), cfg, cfg) is None
+    assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", "token"), cfg, cfg) is not None
+    assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", "token"), mcp, cfg) is None  # members refuse it
     assert "the-secret-key" not in repr(pool)

@@ -17,9 +17,9 @@ another and skips the rest at its first scored failure (reason :data:`SKIP_REASO
   is reported from the indicators (0/1 values: Clopper-Pearson intervals). pass@j for j >= 2 has no unbiased
   estimate in [0, 1] from X (for j = 2 it would be 2 at X = 1), so it is left empty, with a note. A task cut short
   by the battle's own stop (every attempt run passed, fewer than k) has pass^j known (1) for j up to its attempts
-  and unknown above: it is left out there (coverage says so; as only passing tasks are cut, those figures can only
-  be low by the cut tasks' share). The pooled (micro) rate counts the attempts run, which leans toward tasks that
-  ran more of them; the note says so.
+  and unknown above: it is left out there (coverage says so; only tasks passing so far are cut, so this leans low,
+  and moves a figure by at most the cut tasks' share). The pooled (micro) rate counts the attempts run, which leans
+  toward tasks that ran more of them; the note says so.
 """
 
 from __future__ import annotations

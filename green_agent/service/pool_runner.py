@@ -305,29 +305,26 @@ def _validated(lease: LeaseOut, operator: BattleConfig) -> tuple[PooledAttempt, 
 
 def check_admissible(cfg: BattleConfig, operator: BattleConfig) -> None:
     """ValueError naming the field when a member whose operator's config is ``operator`` (its ``--scenario``) would
-    refuse to run ``cfg``'s attempts: it runs them with its operator's keys and resources, so the rules of a remote
-    battle config apply (green_agent/engine/config.py). An owner may call it to pool only what members accept."""
+    refuse to run ``cfg``'s attempts: it runs them with its operator's keys and resources, so an LLM user must name
+    the operator's endpoint, key variable and model, and the operator's caps hold (the rules of a remote battle
+    config, green_agent/engine/config.py, except the user's kind: the pool's members are the owner's peers, and the
+    operator gave them the key variable). An owner may call it to pool only what members accept."""
     if cfg.tool_mode == "mcp":
         raise ValueError('payload.battle.config.tool_mode: "mcp" battles are not run by pool members')
     user, mine = cfg.user_simulator, operator.user_simulator
-    if user.kind == "llm":
-        if mine.kind != "llm":
-            raise ValueError(
-                "payload.battle.config.user_simulator.kind: this member's operator runs the "
-                f"{mine.kind!r} user (an LLM user spends the operator's key)"
-            )
+    if user.kind == "llm":  # its key variable goes only to this member's operator's endpoint and model
         for name in OPERATOR_ONLY_USER_FIELDS:
             if getattr(user, name) != getattr(mine, name):
                 raise ValueError(
                     f"payload.battle.config.user_simulator.{name}: differs from this member's operator's setting"
                 )
-    for where, ours, theirs, names in (
+    for where, asked, limits, names in (
         ("user_simulator.", user, mine, OPERATOR_CAPPED_USER_FIELDS),
         ("", cfg, operator, OPERATOR_CAPPED_FIELDS),
     ):
         for name in names:
-            value, limit = getattr(ours, name), getattr(theirs, name)
-            if value is not None and limit is not None and value > limit:
+            value, limit = getattr(asked, name), getattr(limits, name)
+            if value > limit:
                 raise ValueError(f"payload.battle.config.{where}{name}: at most {limit} on this member (got {value})")
 
 

@@ -43,7 +43,7 @@ from green_agent.service.main import main as green_main
 from green_agent.service.outbox import RetryPolicy
 from green_agent.service.pool_flags import MAX_POOL_KEY_BYTES, POOL_KEY_ENV
 from green_agent.service.pool_member import PoolMember
-from green_agent.service.pool_runner import PoolRunner
+from green_agent.service.pool_runner import PoolRunner, check_admissible
 from green_agent.wire.attempt_leases import AttemptIn, AttemptOut
 from green_agent.wire.pool_attempts import PooledAttempt, PooledBattle, PooledResult
 from launcher.ports import free_port, loopback_url
@@ -138,9 +138,15 @@ async def settled(client: AttemptLeaseClient, battle_id: str, token: str, total:
 
 @contextlib.asynccontextmanager
 async def members(
-    backend: PoolBackend, scoring: ScoringPool, sandboxes: SandboxFactory, count: int, **runner: Any
+    backend: PoolBackend,
+    scoring: ScoringPool,
+    sandboxes: SandboxFactory,
+    count: int,
+    runners: list[PoolRunner] | None = None,
+    **runner: Any,
 ) -> AsyncIterator[list[PoolMember]]:
-    """``count`` members (each its own client and runner) leasing until the block ends; then stopped, no leftovers."""
+    """``count`` members (each its own client and runner, appended to ``runners``) leasing until the block ends;
+    then stopped, no leftovers."""
     async with contextlib.AsyncExitStack() as stack:
         made: list[PoolMember] = []
         for n in range(count):
@@ -148,6 +154,8 @@ async def members(
             pool_runner = await stack.enter_async_context(
                 PoolRunner(f"m{n}", scoring=scoring, providers=ProviderLimits(), sandboxes=sandboxes, **runner)
             )
+            if runners is not None:
+                runners.append(pool_runner)
             made.append(PoolMember(client, f"m{n}", pool_runner.run_attempt, capacity=3, ttl_s=30, wait_s=1))
         tasks = [asyncio.create_task(member.run()) for member in made]
         try:
@@ -179,10 +187,14 @@ async def test_two_members_drain_a_calibration_battle_with_the_outcomes_of_one_p
         def tell(battle: PooledBattle, url: str) -> None:
             seen.append((battle.battle_id, url))
 
+        runners: list[PoolRunner] = []
         async with members(
-            backend, scoring, sandboxes, 2, backend_url=backend.url, on_battle_seen=tell
+            backend, scoring, sandboxes, 2, runners, backend_url=backend.url, on_battle_seen=tell, idle_close_s=0.2
         ) as pool_members:
             attempts = await settled(owner, battle_id, token, 8)
+            async with asyncio.timeout(LIMIT_S):  # idle battles' HTTP pools and trajectory folders are closed
+                while any(r.open_battles for r in runners):
+                    await asyncio.sleep(0.05)
         assert all(m.counts.infra_errors == m.counts.dropped == 0 for m in pool_members)
         # The same attempts played in this process, as a battle plays them.
         async with capped_http_client(max_bytes=cfg.max_reply_bytes, max_connections=16) as http:
@@ -269,6 +281,23 @@ async def test_a_trajectory_too_large_for_one_request_is_dropped_with_the_flag(t
     assert pooled.result.failure is not None  # the agent's own failure, recorded as a result
     assert pooled.result.failure.fault_author.value == "white_agent", pooled.result.failure
     assert pool_members[0].counts.recorded == 1
+
+
+def test_a_member_refuses_a_config_that_would_spend_its_operator_s_keys_or_resources_elsewhere() -> None:
+    operator = BattleConfig()  # no --scenario: the defaults (scripted user; LLM defaults as shipped)
+    check_admissible(calibration(tasks=1, k=2), operator)
+    check_admissible(calibration(tasks=1, k=2, user_simulator={"kind": "llm"}), operator)  # the operator's endpoint
+    refused: list[tuple[dict[str, Any], str]] = [
+        ({"user_simulator": {"kind": "llm", "base_url": "http://127.0.0.1:1/v1"}}, "user_simulator.base_url"),
+        ({"user_simulator": {"kind": "llm", "api_key_env": "AWS_SECRET_ACCESS_KEY"}}, "user_simulator.api_key_env"),
+        ({"user_simulator": {"kind": "llm", "model": "o3"}}, "user_simulator.model"),
+        ({"user_simulator": {"max_user_turns": 13}}, "user_simulator.max_user_turns"),
+        ({"max_reply_bytes": 2_000_000}, "max_reply_bytes"),
+        ({"tool_mode": "mcp"}, "tool_mode"),
+    ]
+    for extra, field in refused:
+        with pytest.raises(ValueError, match=f"payload.battle.config.{field}"):
+            check_admissible(calibration(tasks=1, k=2, **extra), operator)
 
 
 # ---------------------------------------------------------------------------------------------- arena-green --pool

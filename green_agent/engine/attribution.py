@@ -11,7 +11,9 @@ Rules for an attempt the loop ended early (:func:`stop_for_error`, in order):
    ``communication_error``; a Task it failed -> ``white_agent_error``; a reply over the byte cap or a reply that is
    not one action -> ``format_error``. All white_agent (termination ``agent_error``).
 3. A tool call was killed, crashed or exhausted its sandbox: the fault of whoever made the call (the agent:
-   ``timeout`` for a time limit, else ``white_agent_error``; the simulated user: ``user_simulator_error``).
+   ``timeout`` for a time limit, else ``white_agent_error``; the simulated user: ``user_simulator_error``), except
+   a call that hit its time limit while its sandbox got almost no CPU (starved by a saturated machine):
+   ``harness_error`` / harness.
 4. The simulated user failed (:class:`UserSimulatorError`) -> ``user_simulator_error`` / user_simulator.
 5. The attempt deadline fired -> the party being waited on is blamed (termination ``deadline``): the white agent ->
    ``timeout``; the user simulator -> ``user_simulator_error``; the environment or the harness -> ``harness_error``.
@@ -118,7 +120,12 @@ def deadline_stop(waiting_on: FaultAuthor, doing: str, attempt_timeout_s: float)
 
 
 def tool_fault_stop(fault: ToolFault) -> EarlyStop:
-    """A killed, crashed or exhausted tool call: the fault of whoever made the call (agent or simulated user)."""
+    """A killed, crashed or exhausted tool call: the fault of whoever made the call (agent or simulated user), except
+    a call the machine starved of CPU (it never ran: green_agent/engine/tau/sandbox_cpu.py), which is the harness's."""
+    if fault.kind == "starved":
+        caller = "simulated user" if fault.requestor == "user" else "agent"
+        detail = f"the {caller}'s {fault.detail}"
+        return EarlyStop(FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS, detail, TerminationReason.TOO_MANY_ERRORS)
     if fault.requestor == "user":
         return EarlyStop(
             FailureCategory.USER_SIMULATOR_ERROR,

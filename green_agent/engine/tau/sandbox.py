@@ -17,10 +17,11 @@ before it is done waits for it.
 
 What crosses the boundary: plain dicts over a ``multiprocessing`` pipe. The parent sends ``{"op": "call", "call":
 ToolCall JSON}``; the child answers ``{"ok": ToolMessage JSON}`` (tau2's ``get_response`` semantics, output
-verbatim) or ``{"resource": "MemoryError"}`` when the call exhausted the child's memory or recursion limit. The parent
-reads and writes its end through the event loop on a non-blocking descriptor of its own (:class:`_Channel`): teardown
-unregisters the descriptor before closing it, so it never touches a number the kernel has since given to another
-socket, and the loop's choice of blocking mode (uvloop switches descriptors it watches) does not matter.
+verbatim) or ``{"resource": "MemoryError"}`` when the call exhausted the child's memory or recursion limit, each with
+``"cpu"``: its CPU seconds so far (a late call's blame depends on them: sandbox_cpu.py). The parent reads and writes
+its end through the event loop on a non-blocking descriptor of its own (:class:`_Channel`): teardown unregisters the
+descriptor before closing it, so it never touches a number the kernel has since given to another socket, and the
+loop's choice of blocking mode (uvloop switches descriptors it watches) does not matter.
 
 Lifetime: a sandbox dies with its attempt (:meth:`ToolSandbox.aclose`), at a tool timeout (SIGKILL), when its
 parent connection closes (EOF), and when the fork server dies (``PR_SET_PDEATHSIG`` on Linux; the fork server
@@ -42,6 +43,7 @@ from multiprocessing.reduction import ForkingPickler
 from types import TracebackType
 from typing import Any, Literal, Self
 
+from green_agent.engine.tau.sandbox_cpu import call_cpu, reported_cpu_s
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.process_hygiene import die_with_parent
 
@@ -54,7 +56,8 @@ every sandbox (see green_agent/engine/tau/sandbox_child.py)."""
 DEFAULT_BUILD_TIMEOUT_S = 120.0
 """Building an environment takes < 1 s; this bound only catches a wedged fork server or child."""
 
-FaultKind = Literal["timeout", "crashed", "resource"]
+FaultKind = Literal["timeout", "crashed", "resource", "starved"]
+"""``starved``: the time limit hit while the sandbox got (almost) no CPU: the harness's fault (sandbox_cpu.py)."""
 
 
 class ToolFault(Exception):
@@ -160,6 +163,7 @@ class ToolSandbox:
         self._lock = asyncio.Lock()  # one request at a time: the pipe carries one conversation
         self._dead: str | None = None
         self._abandoned = False
+        self._cpu_at_answer: float | None = None  # the CPU seconds the sandbox reported with its last answer
 
     @property
     def pid(self) -> int | None:
@@ -210,7 +214,11 @@ class ToolSandbox:
                 self._abandoned = True  # the child may still be computing: aclose() kills it without waiting
                 raise
             except TimeoutError:
+                self._abandoned = True  # measured before the kill (a reaped process has no figures), then killed
+                cpu = await asyncio.to_thread(call_cpu, self._process.pid, self._cpu_at_answer, timeout_s)
                 await self._kill(f"killed after exceeding the time limit of {timeout_s:g} s")
+                if cpu is not None and cpu.starved:
+                    raise ToolFault("starved", cpu.detail(), requestor="?", tool="?") from None
                 raise ToolFault(
                     "timeout",
                     f"no answer within the tool time limit of {timeout_s:g} s; the call was killed",
@@ -233,12 +241,12 @@ class ToolSandbox:
                     "crashed", f"the tool sandbox died during the call ({self._dead})", requestor="?", tool="?"
                 ) from None
             try:
-                if len(frame) > OFF_LOOP_DECODE_BYTES:
-                    return await asyncio.to_thread(_loads, frame)
-                return _loads(frame)
+                answer = await asyncio.to_thread(_loads, frame) if len(frame) > OFF_LOOP_DECODE_BYTES else _loads(frame)
             except Exception as error:  # a frame the child did not encode (it always sends a dict)
                 await self._kill(f"it sent an answer that could not be decoded: {type(error).__name__}")
                 raise SandboxError(f"tool sandbox: {self._dead}") from None
+            self._cpu_at_answer = reported_cpu_s(answer)
+            return answer
 
     async def _kill(self, why: str) -> None:
         with contextlib.suppress(Exception):

@@ -18,6 +18,7 @@ import gc
 import logging
 import pickle
 import resource
+import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -31,6 +32,7 @@ from tau2.data_model.message import ToolCall, ToolMessage
 
 from green_agent.engine.tau.databases import DB_SOURCES, lazy_environment, template
 from green_agent.engine.tau.environment import _schemas_json, build_environment, schemas
+from green_agent.engine.tau.sandbox_cpu import CPU_KEY
 from green_agent.engine.tau.tasks import TaskRef, resolve_task
 
 log = logging.getLogger(__name__)
@@ -146,6 +148,7 @@ def serve(
             last = traceback.extract_tb(failure.__traceback__)[-1:] if failure.__traceback__ else []
             where = f" (at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
             answer = {"error": f"{type(failure).__name__}: {failure}{where}"}
+        answer[CPU_KEY] = time.process_time()  # the baseline of the next call's CPU time (sandbox_cpu.py)
         try:
             connection.send(answer)
         except (OSError, ValueError):

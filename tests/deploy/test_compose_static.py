@@ -534,7 +534,7 @@ def arena_image_services(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_arena_image_services_are_the_project_ones(compose_raw: dict[str, Any]) -> None:
-    assert set(arena_image_services(compose_raw)) == {*LONG_RUNNING, "register"}
+    assert set(arena_image_services(compose_raw)) == {*LONG_RUNNING, "register", "green-worker"}
 
 
 def test_runtime_directories_exist_writable_for_the_user_before_volumes_mount(compose_raw: dict[str, Any]) -> None:

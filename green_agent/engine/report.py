@@ -281,6 +281,7 @@ def _certification_lines(result: BattleResult) -> list[str]:
         f"- method: {cert.method_note or 'betting confidence sequence on per-task pass^j estimates, in order'}"
         + (f"; stopped: {cert.stop_reason}" if cert.stop_reason else "")
         + ' (docs/metrics.md, "Certify early")',
+        *([f"- within-task stop: {cert.task_stop.note}"] if cert.task_stop is not None else []),
     ]
 
 

@@ -106,6 +106,8 @@ async def test_a_failed_attempt_ends_its_task_and_the_summary_says_why(tmp_path:
     assert pass_k.pass_hat_mean == sum(1 for got in ran if len(got) == K and got[-1].trial_outcome) / len(ran)
     assert result.summary.macro[1].pass_at_mean is None  # pass@2 cannot be estimated under the stop
     assert summary["summary"]["interval_note"].endswith("leans toward tasks that ran more of them.")
+    markdown = (tmp_path / BATTLE / "summary.md").read_text(encoding="utf-8")
+    assert "- within-task stop: Certify stopped each task at its first failure" in markdown
 
 
 async def test_a_resume_from_a_killed_run_skips_the_carried_failure_and_reaches_the_same_decision(

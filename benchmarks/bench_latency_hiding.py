@@ -8,8 +8,8 @@ concurrencies. For each run it prints:
   (calls = A2A replies, summed over the attempts; only meaningful with a delay); the wall time includes the battle's
   start (its attempt workers start with it);
 - attempts/s, the share of attempts scoring 1.0 (calibration: must be all), peak memory (PSS) of the green agent's
-  process tree (serving process, attempt workers, sandboxes, scoring workers), and ``/health`` p99 / max polled every
-  50 ms;
+  process tree (serving process, attempt workers, sandboxes, scoring workers; sampled at most every 0.5 s, less
+  often when reading it costs more than 5% of a core), and ``/health`` p99 / max polled every 50 ms;
 - under each row, when the first/last attempt started and finished, and where the time over ideal went: the agent's
   turn latency (p50 / p95) against the delay (the excess is queueing in the green agent, the proxy and the agent),
   each party's mean time per attempt, and the attempt that ended last (when it started, its turns, agent and
@@ -247,18 +247,32 @@ class CpuMeter:
         return totals
 
 
+PSS_SHARE = 0.05
+"""At most this share of a core goes to reading the green tree's PSS (the kernel walks every page of every process:
+at 256 in flight, sweeps every 0.5 s took 11-15 CPU-s per battle from the 2 cores the measured parties share)."""
+
+
 async def watch_memory(pid: int, peak: list[float], stop: asyncio.Event, cpu: CpuMeter | None = None) -> None:
-    def tree_rss() -> float:
+    """Peak PSS of the green tree (a sweep when its cost allows: see PSS_SHARE) and each process's CPU (0.5 s)."""
+
+    def sweep(pss: bool) -> float:
         total = 0
         for process in tree(pid):
             with contextlib.suppress(psutil.Error):
-                total += process.memory_full_info().pss  # forked sandboxes share pages: RSS would count them again
+                if pss:
+                    total += process.memory_full_info().pss  # forked sandboxes share pages: RSS would count them again
                 if cpu is not None:
                     cpu.sample(process)
         return total / 2**20
 
+    next_pss = 0.0
     while not stop.is_set():
-        peak[0] = max(peak[0], await asyncio.to_thread(tree_rss))
+        if time.monotonic() >= next_pss:
+            t0 = time.monotonic()
+            peak[0] = max(peak[0], await asyncio.to_thread(sweep, True))
+            next_pss = time.monotonic() + (time.monotonic() - t0) / PSS_SHARE
+        else:
+            await asyncio.to_thread(sweep, False)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.5)
 

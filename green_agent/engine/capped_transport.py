@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
+from green_agent.engine.http_pool import linear_pool
 from green_agent.text_safety import clean_json_escapes
 
 HEAD_BYTES = 16 * 1024
@@ -122,5 +123,6 @@ def capped_http_client(*, max_bytes: int, max_connections: int, timeout_s: float
     # Idle connections are dropped after 1 s, well before common servers close them (uvicorn: 5 s): reusing a
     # connection the server is closing fails the request with a bare ReadError, which would be blamed on the agent.
     limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=1.0)
-    transport = CappedTransport(httpx.AsyncHTTPTransport(limits=limits), max_bytes=max_bytes)
+    # The pool's bookkeeping in linear time (green_agent/engine/http_pool.py): hundreds of attempts share this pool.
+    transport = CappedTransport(linear_pool(httpx.AsyncHTTPTransport(limits=limits)), max_bytes=max_bytes)
     return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=transport)

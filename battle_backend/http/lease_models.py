@@ -20,16 +20,22 @@ from battle_backend.store.attempt_queue_rules import (
     MAX_ATTEMPTS_PER_PUBLISH,
     MAX_ERROR_CHARS,
     MAX_LEASES_PER_CALL,
+    MAX_MEMBERS_LISTED,
+    MAX_MEMBERS_WINDOW_S,
     MAX_REQUEUES,
     MAX_TASK_KEY_CHARS,
     MAX_TTL_S,
     MIN_TTL_S,
 )
-from battle_backend.store.attempt_records import Lease, LeaseHistoryEntry, LeaseRef, StoredAttempt
+from battle_backend.store.attempt_records import Lease, LeaseHistoryEntry, LeaseRef, PoolMembers, StoredAttempt
 
 SCHEMA_ID = "arena.attempt-leases/1"
 MAX_ID_CHARS = 256
 MAX_WAIT_S = 30.0
+DEFAULT_MEMBERS_WINDOW_S = 3 * MAX_WAIT_S
+"""``GET /pools/{pool}/members`` counts the members seen this recently unless ``window_s`` says otherwise: a live
+member calls at least every ``MAX_WAIT_S`` (a lease's long poll) or every third of its leases' TTL (heartbeats)."""
+MIN_MEMBERS_WINDOW_S = 1
 
 
 def _printable(value: str, field: str = "the value") -> str:
@@ -220,6 +226,23 @@ class OwnerResponse(_Body):
     """Only on a takeover: the new owner posts the battle's result with it."""
 
 
+class MembersResponse(_Body):
+    """``GET /pools/{pool}/members?window_s=`` (the pool key): the members seen (a lease or heartbeat call with this
+    key) within ``window_s`` seconds of the store's clock; ``worker_ids``: the most recently seen, at most 256."""
+
+    pool: str
+    window_s: float
+    count: int
+    worker_ids: list[str] = Field(max_length=MAX_MEMBERS_LISTED)
+
+    @classmethod
+    def of(cls, members: PoolMembers) -> MembersResponse:
+        return cls(pool=members.pool, window_s=members.window_s, count=members.count, worker_ids=members.worker_ids)
+
+
+MAX_MEMBERS_WINDOW = int(MAX_MEMBERS_WINDOW_S)
+
+
 MODELS: tuple[type[BaseModel], ...] = (
     PublishRequest,
     PublishResponse,
@@ -233,6 +256,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     AttemptsResponse,
     OwnerRequest,
     OwnerResponse,
+    MembersResponse,
 )
 
 

@@ -8,6 +8,9 @@ Authorisation (docs/design/attempt-leases.md):
   for the battle (the backend keeps only its SHA-256). A worker of another pool, or with another key, is refused
   (403) and sees no attempts.
 
+Every lease and heartbeat call also records its worker as a live member of the pool (under the key it presented);
+``GET /pools/{pool}/members`` answers how many were seen recently, so members can divide per-provider caps.
+
 Bodies are read under ``max_request_bytes`` and validated by :mod:`battle_backend.http.lease_models` (422 naming
 the field). Refusals: 401 token, 403 pool key, 404 no battle or queue, 409 a lease that is not the attempt's live
 one (``reason``: fenced, expired, wrong_worker, not_leased, not_found) or an owner still alive, 422 a publish the
@@ -29,8 +32,11 @@ from starlette.routing import Route
 from battle_backend.battles.api_models import ApiError, validate_data
 from battle_backend.http.body import read_json
 from battle_backend.http.lease_models import (
+    DEFAULT_MEMBERS_WINDOW_S,
     MAX_ID_CHARS,
+    MAX_MEMBERS_WINDOW,
     MAX_PAGE,
+    MIN_MEMBERS_WINDOW_S,
     AttemptOut,
     AttemptsResponse,
     HeartbeatRequest,
@@ -39,6 +45,7 @@ from battle_backend.http.lease_models import (
     LeaseOut,
     LeaseRequest,
     LeaseResponse,
+    MembersResponse,
     OwnerRequest,
     OwnerResponse,
     PublishRequest,
@@ -163,14 +170,12 @@ async def list_attempts(request: Request) -> JSONResponse:
     if token is None and key is None:
         raise ApiError(401, "The battle's token or the pool key is needed to read its attempts")
     offset, limit = _query_int(request, "offset", 0, 10**9), _query_int(request, "limit", MAX_PAGE, MAX_PAGE, least=1)
-    queue = _queue(request)
-    try:
-        attempts = await queue.list_attempts(battle_id, presented_token=token, pool_key=key, offset=offset, limit=limit)
-        info = await queue.queue_info(battle_id)
+    try:  # the counts and the page from one transaction: they describe the same moment
+        info, attempts = await _queue(request).attempts_page(
+            battle_id, presented_token=token, pool_key=key, offset=offset, limit=limit
+        )
     except StoreError as exc:
         raise _refusal(exc) from exc
-    if info is None:
-        raise ApiError(404, f"Battle {battle_id} has no attempt queue")
 
     def page() -> JSONResponse:  # up to MAX_PAGE stored results of up to max_request_bytes each: off the loop
         return _json(
@@ -226,6 +231,20 @@ async def lease(request: Request) -> JSONResponse:
         await queue.wait_for_work(pool, remaining)
 
 
+async def members(request: Request) -> JSONResponse:
+    """The pool's members seen within ``window_s`` (default 3x the lease wait cap): how many, and the ids of the most
+    recently seen (at most 256). A green agent divides its per-provider caps by the count."""
+    pool, key = _name(request, "pool"), _pool_key(request) or ""
+    window_s = _query_int(
+        request, "window_s", int(DEFAULT_MEMBERS_WINDOW_S), MAX_MEMBERS_WINDOW, least=MIN_MEMBERS_WINDOW_S
+    )
+    try:
+        found = await _queue(request).members(pool, key, float(window_s))
+    except StoreError as exc:
+        raise _refusal(exc) from exc
+    return _json(MembersResponse.of(found))
+
+
 async def heartbeat(request: Request) -> JSONResponse:
     """Extend a live lease (409 when it is no longer the attempt's live lease: stop working on it)."""
     pool, key = _name(request, "pool"), _pool_key(request) or ""
@@ -271,6 +290,7 @@ def lease_routes() -> list[Route]:
         Route("/battles/{battle_id}/attempts", list_attempts, methods=["GET"]),
         Route("/battles/{battle_id}/owner", owner, methods=["POST"]),
         Route("/pools/{pool}/leases", lease, methods=["POST"]),
+        Route("/pools/{pool}/members", members, methods=["GET"]),
         Route("/pools/{pool}/leases/heartbeat", heartbeat, methods=["POST"]),
         Route("/pools/{pool}/leases/record", record, methods=["POST"]),
         Route("/pools/{pool}/leases/error", infra_error, methods=["POST"]),

@@ -15,11 +15,11 @@ class QueueNotFound(StoreError):
 
 
 class PoolKeyRejected(StoreError):
-    """The presented pool key is not the one the battle's owner published its attempts with, or the attempt belongs
-    to another pool: nothing was read or written."""
+    """The presented pool key is not the one the battle's owner published its attempts with (``pool``: the pool's
+    battles, asking for its members), or the attempt belongs to another pool: nothing was read or written."""
 
-    def __init__(self, battle_id: str, reason: str) -> None:
-        super().__init__(f"Battle {battle_id}: {reason}")
+    def __init__(self, battle_id: str, reason: str, *, pool: str | None = None) -> None:
+        super().__init__(f"Pool {pool}: {reason}" if pool is not None else f"Battle {battle_id}: {reason}")
         self.battle_id = battle_id
         self.reason = reason
 

@@ -36,6 +36,12 @@ MAX_ATTEMPTS_PER_BATTLE = 100_000
 MAX_LEASES_PER_CALL = 64
 MIN_TTL_S, MAX_TTL_S = 0.05, 3600.0
 MAX_REQUEUES = 100
+MAX_MEMBERS_LISTED = 256
+"""Member ids one ``members`` answer lists (the most recently seen; ``count`` counts them all)."""
+MAX_MEMBERS_PER_POOL = 4096
+"""Members kept per (pool, key); beyond, the least recently seen are forgotten."""
+MAX_MEMBERS_WINDOW_S = 3600.0
+"""The longest window a ``members`` question may ask, and how long a member's row is kept after it was last seen."""
 
 
 def key_digest(pool_key: str) -> str:

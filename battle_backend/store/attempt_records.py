@@ -140,6 +140,17 @@ class QueueInfo:
     counts: dict[str, int]
 
 
+@dataclass(frozen=True)
+class PoolMembers:
+    """The members of a pool seen (a lease or heartbeat call with the pool's key) within ``window_s`` of the store's
+    clock: ``count`` of them, and the ids of the most recently seen (at most ``MAX_MEMBERS_LISTED``)."""
+
+    pool: str
+    window_s: float
+    count: int
+    worker_ids: list[str]
+
+
 class AttemptQueue(Protocol):
     """The attempt queue of a store (``store.attempts``). Every call is one transaction; refusals are raised before
     anything is written. Times are the store's clock (PostgreSQL: the database's ``now()``)."""
@@ -195,3 +206,18 @@ class AttemptQueue(Protocol):
 
     async def wait_for_work(self, pool: str, timeout_s: float) -> None:
         """Return when attempts of ``pool`` may have become available, or after ``timeout_s``."""
+
+    async def attempts_page(
+        self,
+        battle_id: str,
+        *,
+        presented_token: str | None = None,
+        pool_key: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> tuple[QueueInfo, list[StoredAttempt]]:
+        """:meth:`queue_info` and :meth:`list_attempts` read in one transaction (the counts describe the page)."""
+
+    async def members(self, pool: str, pool_key: str, window_s: float) -> PoolMembers:
+        """The pool's members seen within ``window_s`` (every lease and heartbeat call records its worker, keyed by
+        the pool key it presented). PoolKeyRejected when the pool's battles were published with another key."""

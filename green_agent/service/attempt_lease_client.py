@@ -1,7 +1,8 @@
 """The green agent's client of the backend's attempt-lease API (issue 29; docs/design/attempt-leases.md).
 
 One :class:`AttemptLeaseClient` per pool member: the owner's calls (publish, read, owner heartbeat) take the
-battle's token per call; a member's calls (lease, heartbeat, record, error, read, takeover) carry the pool key.
+battle's token per call; a member's calls (lease, heartbeat, record, error, read, takeover, members) carry the pool
+key.
 Neither secret is ever put in a body, a log line or ``repr``.
 
 Outages: 5xx, 408, 429, connection errors and timeouts are retried with the backend reporter's backoff
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 
 from green_agent.service.outbox import RetryPolicy, _read_bounded, clean_text
 from green_agent.wire.attempt_leases import (
+    DEFAULT_MEMBERS_WINDOW_S,
     MAX_ATTEMPTS_PER_PUBLISH,
     MAX_ERROR_CHARS,
     MAX_LEASES_PER_CALL,
@@ -47,6 +49,7 @@ from green_agent.wire.attempt_leases import (
     LeaseOut,
     LeaseRequest,
     LeaseResponse,
+    MembersResponse,
     OwnerRequest,
     OwnerResponse,
     PublishRequest,
@@ -208,6 +211,15 @@ class AttemptLeaseClient:
                 "lease", None, f"the backend granted {len(answer.leases)} leases, {body.limit} asked"
             )
         return answer.leases
+
+    async def members(
+        self, *, window_s: float = DEFAULT_MEMBERS_WINDOW_S, deadline: float | None = None
+    ) -> MembersResponse:
+        """The pool's members seen within ``window_s`` (whole seconds, 1 to 3600): every lease and heartbeat call
+        records its worker. ``deadline`` (``time.monotonic()``) bounds the retries."""
+        seconds = max(1, min(round(window_s), 3600))
+        path = f"/pools/{quote(self.pool, safe='')}/members?window_s={seconds}"
+        return await self._call("members", "GET", path, MembersResponse, key=True, deadline=deadline)
 
     async def heartbeat(self, lease: LeaseOut, ttl_s: float, *, deadline: float | None = None) -> HeartbeatResponse:
         """Extend ``lease`` to ``ttl_s`` from now; ``deadline`` (``time.monotonic()``) bounds the retries."""

@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         "--provider-max-concurrency",
         type=int,
         default=None,
-        help="LLM calls in flight per provider (base URL + model), lowered on 429: shared by the battles and "
-        "evaluations of this process; a battle over worker processes gets it whole, divided among its workers "
+        help="LLM calls in flight per provider (base URL + model), lowered on 429: shared by every battle and "
+        "evaluation of this green agent, worker processes included, and divided by the live members of its --pool "
         "(docs/design/providers.md) "
         f"(default {ServiceLimits.provider_max_concurrency}, or the --scenario's provider_max_concurrency when larger)",
     )

@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute
 
 from green_agent.service.attempt_lease_client import AttemptLeaseClient, AttemptLeaseError
 from green_agent.service.pool_member import PoolMember
+from green_agent.service.pool_presence import PoolPresence
 from green_agent.service.pool_runner import PoolRunner
 from green_agent.service.pool_settings import PoolSettings
 from green_agent.service.pool_takeover import PoolTakeover
@@ -68,6 +69,8 @@ class PoolComponent:
             client = await stack.enter_async_context(
                 AttemptLeaseClient(settings.backend_url, settings.name, settings.key)
             )
+            # This agent's share of the provider caps: cap // the pool's live members (pool_presence.py).
+            await stack.enter_async_context(PoolPresence(client, registry.providers, worker_id=settings.worker_id))
             # Battles whose owner goes silent are taken over and finished here (pool_takeover.py).
             takeover = PoolTakeover(registry, settings, client)
             runner = await stack.enter_async_context(

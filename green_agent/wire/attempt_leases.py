@@ -26,6 +26,10 @@ MAX_REQUEUES = 100
 MAX_PAGE = 200
 MIN_TTL_S, MAX_TTL_S = 0.05, 3600.0
 MAX_WAIT_S = 30.0
+MAX_MEMBERS_LISTED = 256
+DEFAULT_MEMBERS_WINDOW_S = 3 * MAX_WAIT_S
+"""``GET /pools/{pool}/members`` counts the members seen this recently unless asked otherwise."""
+MIN_MEMBERS_WINDOW_S, MAX_MEMBERS_WINDOW_S = 1, 3600
 MAX_HISTORY = 1000
 """Lease rows of one attempt we read at most (each requeue adds one; ``max_requeues`` is at most 100)."""
 
@@ -193,6 +197,15 @@ class OwnerResponse(_Read):
     """Only on a takeover; kept out of ``repr`` (and so out of log lines)."""
 
 
+class MembersResponse(_Read):
+    """The pool's members seen within ``window_s``: ``count`` of them (the divisor of a per-provider cap)."""
+
+    pool: Annotated[str, Field(max_length=MAX_ID_CHARS)]
+    window_s: float
+    count: int
+    worker_ids: list[Annotated[str, Field(max_length=MAX_ID_CHARS)]] = Field(max_length=MAX_MEMBERS_LISTED)
+
+
 MODELS: tuple[type[BaseModel], ...] = (
     AttemptIn,
     PublishRequest,
@@ -211,5 +224,6 @@ MODELS: tuple[type[BaseModel], ...] = (
     AttemptsResponse,
     OwnerRequest,
     OwnerResponse,
+    MembersResponse,
 )
 """Every body, by the name the published schema gives it under ``$defs``."""

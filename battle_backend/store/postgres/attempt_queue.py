@@ -44,6 +44,7 @@ from battle_backend.store.attempt_records import (
     LeaseHistoryEntry,
     LeaseOutcome,
     LeaseRef,
+    PoolMembers,
     PublishOutcome,
     QueueInfo,
     RecordOutcome,
@@ -52,6 +53,7 @@ from battle_backend.store.attempt_records import (
 )
 from battle_backend.store.attempt_rows import history_entry, stored_attempt
 from battle_backend.store.json_text import dumps
+from battle_backend.store.postgres import pool_members
 from battle_backend.store.postgres.listener import ATTEMPTS_CHANNEL
 from battle_backend.store.protocol import BattleNotFound, TokenRejected
 from battle_backend.store.records import BattleState, utc_now_iso
@@ -217,6 +219,7 @@ class PostgresAttemptQueue:
                     lease = await self._take(conn, row, worker_id, ttl_s)
                     if lease is not None:
                         leases.append(lease)
+            await pool_members.seen(self._store, conn, pool, digest, worker_id)  # last: after the attempt rows
             return leases
 
         return list(await self._store._write(fn))
@@ -261,6 +264,7 @@ class PostgresAttemptQueue:
                 f"UPDATE battle_attempts SET lease_expires = now() + make_interval(secs => %s) WHERE {KEY}",
                 (ttl_s, ref.battle_id, ref.task_key, ref.attempt),
             )
+            await pool_members.seen(self._store, conn, pool, key_digest(pool_key), ref.worker_id)  # busy: no lease
 
         await self._store._write(fn)
 
@@ -327,60 +331,90 @@ class PostgresAttemptQueue:
         """Every attempt in publish order, with its history (the battle's token or the queue's pool key)."""
 
         async def fn(conn: Conn) -> list[StoredAttempt]:
-            queue = await self._queue_row(conn, battle_id)
-            allowed = (presented_token is not None and tokens_match(queue["battle_token"], presented_token)) or (
-                pool_key is not None and tokens_match(queue["key_sha256"], key_digest(pool_key))
-            )
-            if not allowed:
-                raise TokenRejected(battle_id, "the battle's token or its pool key is needed to read its attempts")
-            first, last = page_bounds(offset, limit)
-            histories = await self._store._rows(
-                conn,
-                "SELECT h.* FROM attempt_leases h JOIN battle_attempts a ON a.battle_id = h.battle_id"
-                " AND a.task_key = h.task_key AND a.attempt = h.attempt"
-                " WHERE h.battle_id = %s AND a.position > %s AND a.position <= %s ORDER BY h.generation",
-                (battle_id, first, last),
-            )
-            rows = await self._store._rows(
-                conn,
-                "SELECT * FROM battle_attempts WHERE battle_id = %s AND position > %s AND position <= %s"
-                " ORDER BY position",
-                (battle_id, first, last),
-            )
-
-            def build() -> list[StoredAttempt]:
-                history: dict[tuple[str, int], list[LeaseHistoryEntry]] = {}
-                for h in histories:
-                    history.setdefault((h["task_key"], int(h["attempt"])), []).append(history_entry(h))
-                return [stored_attempt(r, history.get((r["task_key"], int(r["attempt"])), [])) for r in rows]
-
-            size = sum(len(r["payload"]) + len(r["result"] or "") for r in rows)
-            return await self._store._decode(build, size)  # large results are decoded off the event loop
+            return await self._page(conn, battle_id, presented_token, pool_key, offset, limit)
 
         return list(await self._store._read(fn))
 
+    async def _page(self, conn: Conn, battle_id: str, presented_token: str | None, pool_key: str | None,
+                    offset: int, limit: int | None) -> list[StoredAttempt]:  # fmt: skip
+        queue = await self._queue_row(conn, battle_id)
+        allowed = (presented_token is not None and tokens_match(queue["battle_token"], presented_token)) or (
+            pool_key is not None and tokens_match(queue["key_sha256"], key_digest(pool_key))
+        )
+        if not allowed:
+            raise TokenRejected(battle_id, "the battle's token or its pool key is needed to read its attempts")
+        first, last = page_bounds(offset, limit)
+        histories = await self._store._rows(
+            conn,
+            "SELECT h.* FROM attempt_leases h JOIN battle_attempts a ON a.battle_id = h.battle_id"
+            " AND a.task_key = h.task_key AND a.attempt = h.attempt"
+            " WHERE h.battle_id = %s AND a.position > %s AND a.position <= %s ORDER BY h.generation",
+            (battle_id, first, last),
+        )
+        rows = await self._store._rows(
+            conn,
+            "SELECT * FROM battle_attempts WHERE battle_id = %s AND position > %s AND position <= %s ORDER BY position",
+            (battle_id, first, last),
+        )
+
+        def build() -> list[StoredAttempt]:
+            history: dict[tuple[str, int], list[LeaseHistoryEntry]] = {}
+            for h in histories:
+                history.setdefault((h["task_key"], int(h["attempt"])), []).append(history_entry(h))
+            return [stored_attempt(r, history.get((r["task_key"], int(r["attempt"])), [])) for r in rows]
+
+        size = sum(len(r["payload"]) + len(r["result"] or "") for r in rows)
+        return await self._store._decode(build, size)  # large results are decoded off the event loop
+
+    async def attempts_page(
+        self,
+        battle_id: str,
+        *,
+        presented_token: str | None = None,
+        pool_key: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> tuple[QueueInfo, list[StoredAttempt]]:
+        """The queue's counts and a page of its attempts from one read transaction (REPEATABLE READ)."""
+
+        async def fn(conn: Conn) -> tuple[QueueInfo, list[StoredAttempt]]:
+            attempts = await self._page(conn, battle_id, presented_token, pool_key, offset, limit)
+            info = await self._info(conn, battle_id)
+            assert info is not None  # _page found the queue in this transaction
+            return info, attempts
+
+        page: tuple[QueueInfo, list[StoredAttempt]] = await self._store._read(fn)
+        return page
+
+    async def members(self, pool: str, pool_key: str, window_s: float) -> PoolMembers:
+        """The pool's members seen within ``window_s`` of the database's ``now()``."""
+        digest = key_digest(pool_key)
+        found: PoolMembers = await self._store._read(
+            lambda conn: pool_members.members(self._store, conn, pool, digest, window_s)
+        )
+        return found
+
     async def queue_info(self, battle_id: str) -> QueueInfo | None:
         """The queue and its counts by state."""
-
-        async def fn(conn: Conn) -> QueueInfo | None:
-            try:
-                queue = await self._queue_row(conn, battle_id)
-            except QueueNotFound:
-                return None
-            counts = {state.value: 0 for state in AttemptState}
-            for row in await self._store._rows(
-                conn,
-                "SELECT state, COUNT(*) AS n FROM battle_attempts WHERE battle_id = %s GROUP BY state",
-                (battle_id,),
-            ):
-                counts[row["state"]] = int(row["n"])
-            return QueueInfo(
-                battle_id, queue["pool"], queue["owner_worker"], int(queue["max_requeues"]),
-                float(queue["owner_ttl_s"]), counts,
-            )  # fmt: skip
-
-        info: QueueInfo | None = await self._store._read(fn)
+        info: QueueInfo | None = await self._store._read(lambda conn: self._info(conn, battle_id))
         return info
+
+    async def _info(self, conn: Conn, battle_id: str) -> QueueInfo | None:
+        try:
+            queue = await self._queue_row(conn, battle_id)
+        except QueueNotFound:
+            return None
+        counts = {state.value: 0 for state in AttemptState}
+        for row in await self._store._rows(
+            conn,
+            "SELECT state, COUNT(*) AS n FROM battle_attempts WHERE battle_id = %s GROUP BY state",
+            (battle_id,),
+        ):
+            counts[row["state"]] = int(row["n"])
+        return QueueInfo(
+            battle_id, queue["pool"], queue["owner_worker"], int(queue["max_requeues"]),
+            float(queue["owner_ttl_s"]), counts,
+        )  # fmt: skip
 
     async def owner_heartbeat(self, battle_id: str, presented_token: str, worker_id: str) -> None:
         """The owner is alive (``now()``)."""

@@ -41,6 +41,7 @@ from battle_backend.store.attempt_records import (
     LeaseHistoryEntry,
     LeaseOutcome,
     LeaseRef,
+    PoolMembers,
     PublishOutcome,
     QueueInfo,
     RecordOutcome,
@@ -51,6 +52,7 @@ from battle_backend.store.attempt_rows import history_entry, stored_attempt
 from battle_backend.store.json_text import dumps
 from battle_backend.store.protocol import BattleNotFound, TokenRejected
 from battle_backend.store.records import BattleState, utc_now_iso
+from battle_backend.store.sqlite import pool_members
 from battle_backend.store.tokens import tokens_match
 
 T = TypeVar("T")
@@ -212,6 +214,7 @@ class SQLiteAttemptQueue:
                     lease = self._take(conn, row, worker_id, now, ttl_s)
                     if lease is not None:
                         leases.append(lease)
+            pool_members.seen(conn, pool, digest, worker_id, now)  # the caller is a live member of the pool
             return leases
 
         return list(await self._write(fn))
@@ -258,6 +261,7 @@ class SQLiteAttemptQueue:
                 f"UPDATE battle_attempts SET lease_expires = ? WHERE {KEY}",
                 (now + ttl_s, ref.battle_id, ref.task_key, ref.attempt),
             )
+            pool_members.seen(conn, pool, key_digest(pool_key), ref.worker_id, now)  # a busy member leases nothing
 
         await self._write(fn)
 
@@ -328,43 +332,71 @@ class SQLiteAttemptQueue:
         """Every attempt in publish order, with its history (the battle's token or the queue's pool key)."""
 
         def fn(conn: sqlite3.Connection) -> list[StoredAttempt]:
-            queue = self._queue_row(conn, battle_id)
-            allowed = (presented_token is not None and tokens_match(queue["battle_token"], presented_token)) or (
-                pool_key is not None and tokens_match(queue["key_sha256"], key_digest(pool_key))
-            )
-            if not allowed:
-                raise TokenRejected(battle_id, "the battle's token or its pool key is needed to read its attempts")
-            first, last = page_bounds(offset, limit)
-            history = self._history(conn, battle_id, first, last)
-            rows = conn.execute(
-                "SELECT * FROM battle_attempts WHERE battle_id = ? AND position > ? AND position <= ?"
-                " ORDER BY position",
-                (battle_id, first, last),
-            )
-            return [stored_attempt(r, history.get((r["task_key"], int(r["attempt"])), [])) for r in rows]
+            return self._page(conn, battle_id, presented_token, pool_key, offset, limit)
 
         return list(await self._read(fn))
 
+    def _page(self, conn: sqlite3.Connection, battle_id: str, presented_token: str | None, pool_key: str | None,
+              offset: int, limit: int | None) -> list[StoredAttempt]:  # fmt: skip
+        queue = self._queue_row(conn, battle_id)
+        allowed = (presented_token is not None and tokens_match(queue["battle_token"], presented_token)) or (
+            pool_key is not None and tokens_match(queue["key_sha256"], key_digest(pool_key))
+        )
+        if not allowed:
+            raise TokenRejected(battle_id, "the battle's token or its pool key is needed to read its attempts")
+        first, last = page_bounds(offset, limit)
+        history = self._history(conn, battle_id, first, last)
+        rows = conn.execute(
+            "SELECT * FROM battle_attempts WHERE battle_id = ? AND position > ? AND position <= ? ORDER BY position",
+            (battle_id, first, last),
+        )
+        return [stored_attempt(r, history.get((r["task_key"], int(r["attempt"])), [])) for r in rows]
+
+    async def attempts_page(
+        self,
+        battle_id: str,
+        *,
+        presented_token: str | None = None,
+        pool_key: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> tuple[QueueInfo, list[StoredAttempt]]:
+        """The queue's counts and a page of its attempts from one read transaction."""
+
+        def fn(conn: sqlite3.Connection) -> tuple[QueueInfo, list[StoredAttempt]]:
+            attempts = self._page(conn, battle_id, presented_token, pool_key, offset, limit)
+            info = self._info(conn, battle_id)
+            assert info is not None  # _page found the queue in this transaction
+            return info, attempts
+
+        page: tuple[QueueInfo, list[StoredAttempt]] = await self._read(fn)
+        return page
+
+    async def members(self, pool: str, pool_key: str, window_s: float) -> PoolMembers:
+        """The pool's members seen within ``window_s`` of the store's clock."""
+        digest, now = key_digest(pool_key), self.clock()
+        found: PoolMembers = await self._read(lambda conn: pool_members.members(conn, pool, digest, window_s, now))
+        return found
+
     async def queue_info(self, battle_id: str) -> QueueInfo | None:
         """The queue and its counts by state."""
-
-        def fn(conn: sqlite3.Connection) -> QueueInfo | None:
-            try:
-                queue = self._queue_row(conn, battle_id)
-            except QueueNotFound:
-                return None
-            counts = {state.value: 0 for state in AttemptState}
-            for row in conn.execute(
-                "SELECT state, COUNT(*) AS n FROM battle_attempts WHERE battle_id = ? GROUP BY state", (battle_id,)
-            ):
-                counts[row["state"]] = int(row["n"])
-            return QueueInfo(
-                battle_id, queue["pool"], queue["owner_worker"], int(queue["max_requeues"]),
-                float(queue["owner_ttl_s"]), counts,
-            )  # fmt: skip
-
-        info: QueueInfo | None = await self._read(fn)
+        info: QueueInfo | None = await self._read(lambda conn: self._info(conn, battle_id))
         return info
+
+    def _info(self, conn: sqlite3.Connection, battle_id: str) -> QueueInfo | None:
+        try:
+            queue = self._queue_row(conn, battle_id)
+        except QueueNotFound:
+            return None
+        counts = {state.value: 0 for state in AttemptState}
+        for row in conn.execute(
+            "SELECT state, COUNT(*) AS n FROM battle_attempts WHERE battle_id = ? GROUP BY state", (battle_id,)
+        ):
+            counts[row["state"]] = int(row["n"])
+        return QueueInfo(
+            battle_id, queue["pool"], queue["owner_worker"], int(queue["max_requeues"]),
+            float(queue["owner_ttl_s"]), counts,
+        )  # fmt: skip
 
     async def owner_heartbeat(self, battle_id: str, presented_token: str, worker_id: str) -> None:
         """The owner is alive (and may name itself anew)."""

@@ -137,12 +137,28 @@ CREATE TABLE attempt_leases (
 );
 """
 
+SCHEMA_V6 = """
+-- Pool members (issues 27 and 29): every lease and heartbeat call records its worker, under the SHA-256 of the pool
+-- key it presented, with the store's clock (epoch seconds); green agents divide their per-provider caps by the
+-- members seen recently. And the index a page of a battle's attempts reads by (battle_id, position).
+CREATE TABLE pool_members (
+    pool       TEXT NOT NULL,
+    key_sha256 TEXT NOT NULL,
+    worker_id  TEXT NOT NULL,
+    last_seen  REAL NOT NULL,
+    PRIMARY KEY (pool, key_sha256, worker_id)
+);
+CREATE INDEX pool_members_seen ON pool_members (last_seen);
+CREATE INDEX battle_attempts_position ON battle_attempts (battle_id, position);
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, SCHEMA_V1),
     (2, SCHEMA_V2),
     (3, SCHEMA_V3),
     (4, SCHEMA_V4),
     (5, SCHEMA_V5),
+    (6, SCHEMA_V6),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

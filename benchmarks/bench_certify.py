@@ -355,12 +355,12 @@ def main(argv: list[str] | None = None) -> int:
                         ok = med <= EFFICIENCY_TARGET * limit
                         verdict, ratio = f"n_same > {limit}", f"<{med / limit:.2f}"
                         ok_stop = med_att <= EFFICIENCY_TARGET * limit * K
-                        stop_text = f" ratio <{med_att / (limit * K):.2f}"
+                        stop_text = f" ratio <{med_att / (limit * K):.2f}" if x_stop is not None else ""
                     else:
                         ok = med <= EFFICIENCY_TARGET * n_same
                         verdict, ratio = "", f"{med / n_same:.2f}"
                         ok_stop = med_att <= EFFICIENCY_TARGET * n_same * K
-                        stop_text = f" ratio {med_att / (n_same * K):.2f}"
+                        stop_text = f" ratio {med_att / (n_same * K):.2f}" if x_stop is not None else ""
                     if large:
                         large_met += ok_stop if x_stop is not None else ok
                         large_total += 1

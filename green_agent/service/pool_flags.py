@@ -131,9 +131,9 @@ def add_pool_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--pool-capacity",
         type=int,
-        default=DEFAULT_CAPACITY,
+        default=None,
         metavar="N",
-        help=f"attempts this member runs at once (1 to {MAX_CAPACITY}, default %(default)s)",
+        help=f"attempts this member runs at once (1 to {MAX_CAPACITY}, default {DEFAULT_CAPACITY})",
     )
     group.add_argument(
         "--pool-worker-id",
@@ -150,17 +150,16 @@ def pool_settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> 
             ("--pool-backend", args.pool_backend),
             ("--pool-key-file", args.pool_key_file),
             ("--pool-worker-id", args.pool_worker_id),
+            ("--pool-capacity", args.pool_capacity),
         ):
             if value is not None:
                 raise ValueError(f"{flag}: only with --pool NAME")
-        if args.pool_capacity != DEFAULT_CAPACITY:
-            raise ValueError("--pool-capacity: only with --pool NAME")
         return None
     return pool_settings(
         name=args.pool,
         backend_url=args.pool_backend,
         key_file=args.pool_key_file,
         key_env=environ.get(POOL_KEY_ENV),
-        capacity=args.pool_capacity,
+        capacity=DEFAULT_CAPACITY if args.pool_capacity is None else args.pool_capacity,
         worker_id=args.pool_worker_id,
     )

@@ -380,7 +380,7 @@ OK = ["--pool", POOL, "--pool-backend", "http://x", "--pool-key-file", "KEY"]
         ([*OK, "--pool-worker-id", ""], "--pool-worker-id"),
         ([*OK, "--pool-worker-id", "x\ny"], "--pool-worker-id"),
         (["--pool-backend", "http://x"], "--pool-backend"),
-        (["--pool-capacity", "4"], "--pool-capacity"),
+        (["--pool-capacity", "16"], "--pool-capacity"),
     ],
 )  # fmt: skip
 def test_pool_flags_are_checked_naming_the_flag(

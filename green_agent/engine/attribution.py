@@ -12,8 +12,8 @@ Rules for an attempt the loop ended early (:func:`stop_for_error`, in order):
    not one action -> ``format_error``. All white_agent (termination ``agent_error``).
 3. A tool call was killed, crashed or exhausted its sandbox: the fault of whoever made the call (the agent:
    ``timeout`` for a time limit, else ``white_agent_error``; the simulated user: ``user_simulator_error``), except
-   a call that hit its time limit while its sandbox got almost no CPU (starved by a saturated machine):
-   ``harness_error`` / harness.
+   a call that hit its time limit and its grace while its sandbox got almost no CPU (starved by a saturated
+   machine: green_agent/engine/tau/sandbox_cpu.py): ``harness_error`` / harness.
 4. The simulated user failed (:class:`UserSimulatorError`) -> ``user_simulator_error`` / user_simulator.
 5. The attempt deadline fired -> the party being waited on is blamed (termination ``deadline``): the white agent ->
    ``timeout``; the user simulator -> ``user_simulator_error``; the environment or the harness -> ``harness_error``.

@@ -43,7 +43,7 @@ from multiprocessing.reduction import ForkingPickler
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from green_agent.engine.tau.sandbox_cpu import call_cpu, reported_cpu_s
+from green_agent.engine.tau.sandbox_cpu import LateCall, answer_within_limit, reported_cpu_s, settle
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.process_hygiene import die_with_parent
 
@@ -207,24 +207,18 @@ class ToolSandbox:
                     payload = _dumps(message)
             except (pickle.PicklingError, TypeError, ValueError, RecursionError) as error:
                 raise SandboxError(f"tool sandbox: the request could not be encoded: {error}") from None
-            try:
-                async with asyncio.timeout(timeout_s):
-                    frame = await self._channel.exchange(payload, max_answer_bytes=MAX_ANSWER_BYTES)
+            exchange = asyncio.ensure_future(self._channel.exchange(payload, max_answer_bytes=MAX_ANSWER_BYTES))
+            try:  # the limit is wall-clock, but a call the machine starved of CPU is judged apart (sandbox_cpu.py)
+                frame = await answer_within_limit(
+                    exchange, pid=self._process.pid, baseline_s=self._cpu_at_answer, limit_s=timeout_s
+                )
             except asyncio.CancelledError:
                 self._abandoned = True  # the child may still be computing: aclose() kills it without waiting
                 raise
-            except TimeoutError:
-                self._abandoned = True  # measured before the kill (a reaped process has no figures), then killed
-                cpu = await asyncio.to_thread(call_cpu, self._process.pid, self._cpu_at_answer, timeout_s)
+            except LateCall as late:
+                await settle(exchange)
                 await self._kill(f"killed after exceeding the time limit of {timeout_s:g} s")
-                if cpu is not None and cpu.starved:
-                    raise ToolFault("starved", cpu.detail(), requestor="?", tool="?") from None
-                raise ToolFault(
-                    "timeout",
-                    f"no answer within the tool time limit of {timeout_s:g} s; the call was killed",
-                    requestor="?",
-                    tool="?",
-                ) from None
+                raise ToolFault(late.kind, late.detail, requestor="?", tool="?") from None
             except AnswerTooLarge as error:
                 await self._kill(str(error))
                 raise ToolFault("resource", str(error), requestor="?", tool="?") from None
@@ -240,6 +234,8 @@ class ToolSandbox:
                 raise ToolFault(
                     "crashed", f"the tool sandbox died during the call ({self._dead})", requestor="?", tool="?"
                 ) from None
+            finally:
+                await settle(exchange)
             try:
                 answer = await asyncio.to_thread(_loads, frame) if len(frame) > OFF_LOOP_DECODE_BYTES else _loads(frame)
             except Exception as error:  # a frame the child did not encode (it always sends a dict)

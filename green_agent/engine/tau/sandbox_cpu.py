@@ -5,28 +5,46 @@ call that spends its limit *computing* is doing what the agent's arguments asked
 agent's timeout, as always. But wall time also passes while the sandbox waits for a CPU that the machine does not
 give it (the harness saturated it: hundreds of attempts in flight on a few cores) or while it is stopped; then the
 call never ran, and blaming the agent would be blaming it for the harness. So when the limit hits, the parent asks the
-kernel (psutil: ``/proc/<pid>/stat`` on Linux) how much CPU the sandbox has used, and subtracts what the sandbox
-reported with its previous answer (its own ``time.process_time()``; between calls it sleeps on its pipe). A call that
-got less than :data:`STARVED_CPU_SHARE` of the limit as CPU is **starved**: a harness error (excluded from n, re-run by
-``--retry-infra``), and the detail gives both figures.
+kernel (psutil: ``/proc/<pid>/stat`` on Linux) how much CPU the sandbox has used, minus what the sandbox reported
+with its previous answer (its own ``time.process_time()``; between calls it sleeps on its pipe):
 
-Why a share and not "any CPU at all": a CPU-burning call on a loaded machine gets only part of a core. It stays the
-agent's as long as it got at least a tenth of one over the limit (at the default 5 s: 0.5 s of CPU, a thousand times
-what any tau2 tool needs). A machine that gives a runnable process less than that is starving everything on it, and
-that is the harness's doing. When the figures cannot be read (no psutil support, the process gone, no baseline), the
-call is judged as before: the timeout of whoever made it.
+* at least :data:`STARVED_CPU_SHARE` of the limit (0.5 s at the default 5 s): the call computed; it is killed and
+  is the caller's timeout, at once, as before;
+* less: the call may be one that waited for the CPU, or a CPU-burning one that got only a sliver of a loaded machine.
+  It is given up to :data:`STARVED_GRACE_LIMITS` more limits of wall time, its CPU read again every
+  :data:`POLL_S`. An answer in that time is simply the call's answer (nothing failed; logged). Once its CPU reaches
+  the share it is killed as the caller's timeout (it was computing). If the grace runs out with the CPU still under
+  the share, the call is **starved**: killed, and a harness error (excluded from n, re-run by ``--retry-infra``)
+  whose detail gives the figures.
+
+Why this separates the two: a starved tau2 call needs about a millisecond of CPU, so whenever the machine gives it
+the CPU it answers; a CPU-burning call that gets even 2.5% of a core reaches the share within the grace. A machine
+that gives a runnable process less than that for the grace is starving everything on it: the harness's doing. When
+the figures cannot be read (no psutil support, the process gone, no baseline), the call is judged as before: the
+timeout of whoever made it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import psutil
 
+log = logging.getLogger(__name__)
+
 STARVED_CPU_SHARE = 0.1
-"""A timed-out call whose sandbox used less CPU than this share of the limit was starved by the machine, not busy."""
+"""A late call whose sandbox used less CPU than this share of the limit did not compute: it waited for the CPU."""
+
+STARVED_GRACE_LIMITS = 3.0
+"""How many more limits of wall time a late call that has not computed may take (so at most 4x the limit in all)."""
+
+POLL_S = 0.25
+"""How often a late call's CPU is read again during its grace."""
 
 MAX_REPORTED_CPU_S = 1e9
 """Largest CPU figure taken from a sandbox's answer (anything else, or a non-number, is ignored: no baseline)."""
@@ -37,7 +55,7 @@ CPU_KEY = "cpu"
 
 @dataclass(frozen=True, slots=True)
 class CallCpu:
-    """CPU seconds a timed-out call's sandbox used during the call, against the call's limit."""
+    """CPU seconds a late call's sandbox used during the call, against the call's limit."""
 
     used_s: float
     limit_s: float
@@ -47,13 +65,59 @@ class CallCpu:
         """The call got less than :data:`STARVED_CPU_SHARE` of its limit as CPU: it waited, it did not work."""
         return self.used_s < STARVED_CPU_SHARE * self.limit_s
 
-    def detail(self) -> str:
+    def detail(self, waited_s: float) -> str:
         """The starved call's failure detail: what was measured, and whose fault that makes it."""
         return (
-            f"no answer within the tool time limit of {self.limit_s:g} s, but the sandbox got only "
-            f"{self.used_s:.3f} s of CPU in that time (less than {STARVED_CPU_SHARE:.0%} of it): the machine did not "
-            "run it (saturated or the sandbox stopped), a harness error, not the caller's; the call was killed"
+            f"no answer within the tool time limit of {self.limit_s:g} s nor in the {waited_s - self.limit_s:.1f} s "
+            f"of grace after it, and the sandbox got only {self.used_s:.3f} s of CPU in those {waited_s:.1f} s (less "
+            f"than {STARVED_CPU_SHARE:.0%} of the limit): the machine did not run it (saturated, or the sandbox "
+            "stopped), a harness error, not the caller's; the call was killed"
         )
+
+
+class LateCall(Exception):
+    """A call past its limit is over: its sandbox is to be killed and the call judged ``kind``."""
+
+    def __init__(self, kind: Literal["timeout", "starved"], detail: str) -> None:
+        super().__init__(detail)
+        self.kind: Literal["timeout", "starved"] = kind
+        self.detail = detail
+
+
+async def answer_within_limit(
+    exchange: asyncio.Future[bytes], *, pid: int | None, baseline_s: float | None, limit_s: float
+) -> bytes:
+    """The answer ``exchange`` brings, within ``limit_s`` or, for a call that has not computed, within its grace.
+
+    Raises :class:`LateCall` (``timeout``: the caller's; ``starved``: the harness's) when the call is over, and
+    whatever the exchange raises. Leaves ``exchange`` running: the caller settles it (:func:`settle`)."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    done, _ = await asyncio.wait({exchange}, timeout=limit_s)
+    while not done:
+        cpu = await asyncio.to_thread(call_cpu, pid, baseline_s, limit_s)
+        if cpu is None or not cpu.starved:
+            raise LateCall("timeout", f"no answer within the tool time limit of {limit_s:g} s; the call was killed")
+        waited = loop.time() - started
+        remaining = (1.0 + STARVED_GRACE_LIMITS) * limit_s - waited
+        if remaining <= 0:
+            raise LateCall("starved", cpu.detail(waited))
+        done, _ = await asyncio.wait({exchange}, timeout=min(remaining, POLL_S))
+    late = loop.time() - started - limit_s
+    if late > 0:
+        log.info("a tool call answered %.1f s after its %g s limit: its sandbox had waited for the CPU", late, limit_s)
+    return exchange.result()
+
+
+async def settle(exchange: asyncio.Future[bytes]) -> None:
+    """Stop an exchange that is still running and wait until it has (it unregisters its descriptor on the way out);
+    retrieve its outcome either way, so that no exception is left unretrieved."""
+    if not exchange.done():
+        exchange.cancel()
+        await asyncio.wait({exchange})
+    if not exchange.cancelled():
+        with contextlib.suppress(BaseException):
+            exchange.result()
 
 
 def reported_cpu_s(answer: dict[str, Any]) -> float | None:

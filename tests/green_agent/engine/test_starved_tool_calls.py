@@ -1,8 +1,9 @@
-"""A tool call that hits its time limit because the machine never ran its sandbox is the harness's fault; a call that
-burns CPU past the limit stays the agent's (green_agent/engine/tau/sandbox_cpu.py).
+"""A tool call that hits its time limit because the machine never ran its sandbox is not the agent's fault: it gets
+a grace to answer, and if the machine still does not run it, it is a harness error; a call that burns CPU past the
+limit stays the agent's, also when it got little CPU before the limit (green_agent/engine/tau/sandbox_cpu.py).
 
-Starvation is made with SIGSTOP (the sandbox gets no CPU at all, as on a saturated machine, only more so) held for
-longer than the limit and released after it with SIGCONT. No assertion is about elapsed time.
+Starvation is made with SIGSTOP (the sandbox gets no CPU at all, as on a saturated machine, only more so), released
+with SIGCONT. No assertion is about elapsed time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from green_agent.engine.attribution import failure_from_stop, tool_fault_stop
 from green_agent.engine.results import AttemptResult, FailureCategory, FaultAuthor, TerminationReason
 from green_agent.engine.tau.environment import AttemptEnvironment
 from green_agent.engine.tau.sandbox import SandboxFactory, ToolFault
+from green_agent.engine.tau.sandbox_cpu import STARVED_GRACE_LIMITS
 from green_agent.engine.tau.tasks import resolve_task
 from tests.green_agent.engine.conftest import RETAIL, SHORT, Arena
 from tests.green_agent.engine.fakes import ScriptedUser, ScriptedWhite, tool
@@ -39,26 +41,64 @@ def _starve(pid: int | None, for_s: float) -> None:
     asyncio.get_running_loop().call_later(for_s, resume)
 
 
-async def test_a_call_whose_sandbox_got_no_cpu_past_the_limit_is_a_harness_error() -> None:
+LIMIT = 0.5
+"""The tool time limit of these tests (seconds); the whole grace is (1 + STARVED_GRACE_LIMITS) times it."""
+PAST_THE_GRACE = (1 + STARVED_GRACE_LIMITS) * LIMIT + 1.0
+WITHIN_THE_GRACE = 1.5 * LIMIT
+
+
+async def test_a_call_whose_sandbox_got_no_cpu_past_its_grace_is_a_harness_error() -> None:
     async with SandboxFactory() as sandboxes:
         env = await AttemptEnvironment.create(
-            resolve_task("retail", "test", 0), sandboxes=sandboxes, tool_timeout_s=1.0
+            resolve_task("retail", "test", 0), sandboxes=sandboxes, tool_timeout_s=LIMIT
         )
         try:
             assert (await env.call_tool("calculate", {"expression": "1+1"})).content == "2.0"
-            _starve(env.sandbox_pid, for_s=2.0)  # longer than the limit: the call cannot answer in time
+            _starve(env.sandbox_pid, for_s=PAST_THE_GRACE)
             with pytest.raises(ToolFault) as caught:
                 await env.call_tool("calculate", {"expression": "2+3"})
         finally:
             await env.aclose()
     fault = caught.value
     assert fault.kind == "starved", fault.detail
-    assert "calculate" in fault.detail and "of CPU" in fault.detail and "1 s" in fault.detail
+    assert "calculate" in fault.detail and "of CPU" in fault.detail and f"{LIMIT:g} s" in fault.detail
     stop = tool_fault_stop(fault)
     assert (stop.category, stop.fault_author) == (FailureCategory.HARNESS_ERROR, FaultAuthor.HARNESS)
     assert stop.termination_reason is TerminationReason.TOO_MANY_ERRORS
     assert failure_from_stop(stop).is_infrastructure  # excluded from n, re-run by --retry-infra
     assert "the agent's tool call calculate" in stop.detail and "not the caller's" in stop.detail
+
+
+async def test_a_call_stopped_past_its_limit_and_continued_answers_and_nobody_is_blamed() -> None:
+    async with SandboxFactory() as sandboxes:
+        env = await AttemptEnvironment.create(
+            resolve_task("retail", "test", 0), sandboxes=sandboxes, tool_timeout_s=LIMIT
+        )
+        try:
+            _starve(env.sandbox_pid, for_s=WITHIN_THE_GRACE)  # longer than the limit, then SIGCONT
+            outcome = await env.call_tool("calculate", {"expression": "2+3"})
+            assert (outcome.content, outcome.error) == ("5.0", False)
+            assert env.fault is None
+            assert (await env.call_tool("calculate", {"expression": "1+1"})).content == "2.0"  # still usable
+        finally:
+            await env.aclose()
+
+
+async def test_a_cpu_burning_call_that_got_little_cpu_before_its_limit_stays_the_agents() -> None:
+    """The loaded-machine case: the bomb waited first (stopped past the limit), then computed during its grace."""
+    async with SandboxFactory() as sandboxes:
+        env = await AttemptEnvironment.create(
+            resolve_task("retail", "test", 0), sandboxes=sandboxes, tool_timeout_s=LIMIT
+        )
+        try:
+            _starve(env.sandbox_pid, for_s=WITHIN_THE_GRACE)
+            with pytest.raises(ToolFault) as caught:
+                await env.call_tool("calculate", BOMB)
+        finally:
+            await env.aclose()
+    assert caught.value.kind == "timeout", caught.value.detail
+    stop = tool_fault_stop(caught.value)
+    assert (stop.category, stop.fault_author) == (FailureCategory.TIMEOUT, FaultAuthor.WHITE_AGENT)
 
 
 async def test_a_call_that_burns_cpu_past_the_limit_stays_the_agents() -> None:
@@ -87,7 +127,7 @@ def test_a_starved_call_is_the_harness_s_whoever_made_it(requestor: str) -> None
 
 
 async def _starve_the_sandbox(env: AttemptEnvironment) -> str:
-    _starve(env.sandbox_pid, for_s=4 * SHORT)
+    _starve(env.sandbox_pid, for_s=(1 + STARVED_GRACE_LIMITS) * SHORT + 1.0)  # past the tool call's whole grace
     return "Hi! Please list the users."
 
 

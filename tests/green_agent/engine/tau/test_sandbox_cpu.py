@@ -3,6 +3,7 @@ checked before it is used, and what cannot be read leaves the call judged as bef
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -11,9 +12,12 @@ import pytest
 from green_agent.engine.tau.sandbox_cpu import (
     STARVED_CPU_SHARE,
     CallCpu,
+    LateCall,
+    answer_within_limit,
     call_cpu,
     process_cpu_s,
     reported_cpu_s,
+    settle,
 )
 
 
@@ -60,3 +64,28 @@ def test_unknown_figures_leave_the_call_unjudged() -> None:
     assert call_cpu(os.getpid(), 1e9, 5.0) is None  # a baseline above what the kernel counts: not this process
     measured = call_cpu(os.getpid(), 0.0, 5.0)
     assert measured is not None and measured.used_s > 0.0 and measured.limit_s == 5.0
+
+
+async def test_a_late_call_whose_cpu_cannot_be_read_is_the_callers_timeout_at_its_limit() -> None:
+    never: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    with pytest.raises(LateCall) as caught:
+        await answer_within_limit(never, pid=None, baseline_s=0.0, limit_s=0.1)
+    assert caught.value.kind == "timeout" and "0.1 s" in caught.value.detail
+    await settle(never)
+    assert never.cancelled()
+
+
+async def test_an_answer_during_the_grace_of_a_call_that_did_not_compute_is_the_calls_answer() -> None:
+    # This process, waiting on its loop, uses next to no CPU: to the judge it is a sandbox that waited for the CPU.
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[bytes] = loop.create_future()
+    loop.call_later(0.5, answer.set_result, b"late")
+    baseline = process_cpu_s(os.getpid())
+    assert await answer_within_limit(answer, pid=os.getpid(), baseline_s=baseline, limit_s=0.25) == b"late"
+
+
+async def test_settle_retrieves_a_failed_exchange() -> None:
+    failed: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    failed.set_exception(EOFError("gone"))
+    await settle(failed)  # retrieved: no "exception was never retrieved" when it is collected
+    assert failed.done() and not failed.cancelled()

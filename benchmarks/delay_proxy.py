@@ -161,8 +161,12 @@ async def run(port: int, upstream_url: str, delay_s: float) -> None:
     server = await asyncio.start_server(
         lambda r, w: serve_client(r, w, upstream, delay_s), "127.0.0.1", port, limit=HEAD_LIMIT, backlog=4096
     )
-    async with server:
-        await server.serve_forever()
+    try:
+        async with server:
+            await server.serve_forever()
+    finally:
+        while upstream.idle:
+            upstream.idle.pop()[1].close()
 
 
 def serve(port: int, upstream: str, delay_s: float) -> None:

@@ -63,6 +63,8 @@ class PoolTakeover:
         self._wake = asyncio.Event()
         self.taken: list[str] = []
         """Battles this member took over and started (for logs and tests)."""
+        self.owner_alive = 0
+        """Claims answered ``OwnerStillAlive`` so far (for logs and tests)."""
 
     def battle_seen(self, battle: PooledBattle, backend_url: str) -> None:
         """A battle whose attempts this member leased from ``backend_url`` (cheap, idempotent; on the event loop)."""
@@ -98,6 +100,7 @@ class PoolTakeover:
         try:
             answer = await self._client.take_over(battle_id, self._settings.worker_id)
         except OwnerStillAlive:
+            self.owner_alive += 1
             return
         except LeaseBackendDown as error:
             log.warning("pool takeover: cannot reach the backend about battle %s (%s)", battle_id, error)

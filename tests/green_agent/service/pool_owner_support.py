@@ -57,8 +57,10 @@ def fake_run(
     pause_s: float = 0.0,
     seen: Callable[[PooledBattle, str], None] | None = None,
     backend_url: str = "",
+    hold: Callable[[int], asyncio.Event | None] = lambda index: None,
 ) -> Callable[[LeaseOut], Coroutine[Any, Any, dict[str, Any]]]:
-    """A member's ``run_attempt``: the payload validated, a scripted result (with a one-record trajectory)."""
+    """A member's ``run_attempt``: the payload validated, a scripted result (with a one-record trajectory); the
+    attempts of a task whose ``hold(index)`` is an event wait for it first."""
     scripted = misbehave or {}
 
     async def run_attempt(lease: LeaseOut) -> dict[str, Any]:
@@ -66,6 +68,8 @@ def fake_run(
         if seen is not None:
             seen(job.battle, backend_url)
         await asyncio.sleep(pause_s)
+        if (event := hold(job.index)) is not None:
+            await event.wait()
         what = scripted.get((job.index, job.attempt))
         if what == "raise":
             raise RuntimeError("the member's sandbox would not start")

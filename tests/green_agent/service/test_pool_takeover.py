@@ -40,7 +40,7 @@ LIMIT_S = 180.0
 
 
 async def test_a_member_takes_over_a_silent_owners_battle_and_posts_its_result(tmp_path: Path) -> None:
-    cfg = config(tasks=6, k=2, concurrency=2)
+    cfg = config(tasks=6, k=2, concurrency=12)  # every attempt awaited at once: held ones do not block the rest
     async with pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend, client(backend) as b_client:
         battle_id, token = await backend.battle()
         b_settings = settings(backend, "green-b")
@@ -64,17 +64,25 @@ async def test_a_member_takes_over_a_silent_owners_battle_and_posts_its_result(t
             battle_id, WHITE, cfg, scoring=ScoringPool(max_workers=1, warm=False), runs_dir=tmp_path / "a-runs",
             sinks=[count], attempt_runners=runners,
         )  # fmt: skip
-        b_member = fake_run("member-b", pause_s=0.1, seen=takeover.battle_seen, backend_url=backend.url)
+        release = asyncio.Event()  # tasks 2 to 5 wait for it: the owner stays alive (heartbeating) meanwhile
+
+        def held(index: int) -> asyncio.Event | None:
+            return release if index >= 2 else None
+
+        b_member = fake_run("member-b", pause_s=0.1, seen=takeover.battle_seen, backend_url=backend.url, hold=held)
         watching = asyncio.create_task(takeover.run())
         try:
             async with members(backend, [b_member]), asyncio.timeout(LIMIT_S):
-                async with members(backend, [fake_run("member-a", pause_s=0.1)]):
+                async with members(backend, [fake_run("member-a", pause_s=0.1, hold=held)]):
                     a_task = asyncio.create_task(owner.run())
                     await three_done.wait()
-                    assert takeover.taken == []  # the owner heartbeats: OwnerStillAlive
+                    while takeover.owner_alive < 10:  # claims over more than owner_ttl_s: the heartbeats keep it
+                        assert takeover.taken == []
+                        await asyncio.sleep(0.05)
                     a_task.cancel()  # the owner dies: no more heartbeats, its member goes with it
                     with contextlib.suppress(asyncio.CancelledError):
                         await a_task
+                release.set()
                 while not takeover.taken:
                     await asyncio.sleep(0.1)
                 record = registry.get(battle_id)

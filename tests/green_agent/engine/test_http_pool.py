@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,8 @@ import httpx
 import pytest
 
 from green_agent.engine.capped_transport import capped_http_client
-from green_agent.engine.http_pool import LinearPool, linear_pool
+from green_agent.engine.http_pool import LinearPool, _SocketCachingBackend, linear_pool
+from launcher.ports import free_port
 
 ORIGIN = httpcore.URL("http://127.0.0.1:9/").origin
 OTHER = httpcore.URL("http://127.0.0.1:10/").origin
@@ -136,5 +138,78 @@ def test_the_battle_client_uses_it_and_other_transports_are_left_alone() -> None
     client = capped_http_client(max_bytes=1024, max_connections=8)
     inner = client._transport._inner  # type: ignore[attr-defined]
     assert type(inner._pool) is LinearPool
+    assert isinstance(inner._pool._network_backend, _SocketCachingBackend)
     proxied = httpx.AsyncHTTPTransport(proxy="http://127.0.0.1:9")
     assert type(linear_pool(proxied)._pool) is not LinearPool
+
+
+def test_readability_is_answered_as_httpcore_answers_it() -> None:
+    """The caching stream says a socket is readable exactly when httpcore's own stream does: idle, with bytes from
+    the server, after the server closed, after closing it ourselves."""
+
+    async def main() -> None:
+        accepted: asyncio.Queue[asyncio.StreamWriter] = asyncio.Queue()
+
+        async def handler(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await accepted.put(writer)
+
+        port = free_port()
+        server = await asyncio.start_server(handler, "127.0.0.1", port)
+        stock_backend = httpcore.AnyIOBackend()
+        caching = _SocketCachingBackend(httpcore.AnyIOBackend())
+        stock = await stock_backend.connect_tcp("127.0.0.1", port)
+        cached = await caching.connect_tcp("127.0.0.1", port)
+        peers = [await accepted.get(), await accepted.get()]
+
+        def both(info: str) -> tuple[object, object]:
+            return stock.get_extra_info(info), cached.get_extra_info(info)
+
+        assert both("is_readable") == (False, False)
+        assert both("server_addr")[0] == both("server_addr")[1] == ("127.0.0.1", port)
+        for peer in peers:
+            peer.write(b"x")
+            await peer.drain()
+        await asyncio.wait_for(cached.read(1), 5)  # both now hold one byte each...
+        await asyncio.wait_for(stock.read(1), 5)
+        for peer in peers:
+            peer.close()
+            await peer.wait_closed()
+        assert both("is_readable") == (True, True)  # ...and the server's close
+        await stock.aclose()
+        await cached.aclose()
+        assert both("is_readable") == (True, True)
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(main())
+
+
+def test_a_connection_the_server_closed_is_not_reused() -> None:
+    """What the readability check is for: a kept-alive connection the server closed meanwhile is dropped, and the
+    next request goes over a new one instead of failing."""
+
+    async def main() -> None:
+        closed = asyncio.Event()
+        connections = 0
+
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await writer.drain()
+            writer.close()  # without "connection: close": the client keeps it, then finds it readable (EOF)
+            await writer.wait_closed()
+            closed.set()
+
+        port = free_port()
+        server = await asyncio.start_server(handler, "127.0.0.1", port)
+        async with capped_http_client(max_bytes=1024, max_connections=4) as http:
+            assert (await http.get(f"http://127.0.0.1:{port}/")).text == "ok"
+            await closed.wait()
+            assert (await http.get(f"http://127.0.0.1:{port}/")).text == "ok"
+        assert connections == 2
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(main())

@@ -236,7 +236,9 @@ class PoolRunner:
             self._root = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="arena-pool-"))
         directory = self._root / digest[:32]
         stack = contextlib.AsyncExitStack()
-        http = capped_http_client(max_bytes=cfg.max_reply_bytes, max_connections=max(8, self._capacity + 4))
+        http = await asyncio.to_thread(  # builds an SSL context (reads the CA bundle): not on the loop
+            capped_http_client, max_bytes=cfg.max_reply_bytes, max_connections=max(8, self._capacity + 4)
+        )
         stack.push_async_callback(http.aclose)
         stack.push_async_callback(asyncio.to_thread, shutil.rmtree, directory, True)
         deps = AttemptDeps(

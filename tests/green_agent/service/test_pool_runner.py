@@ -56,7 +56,7 @@ from white_agent.replay import ReplayAgent
 from white_agent.server import AgentReply
 
 POOL, KEY = "pool-r", "the pool's shared secret 7f3a"
-LIMIT_S = 180.0
+LIMIT_S = 240.0
 FAST_RETRY = RetryPolicy(initial_delay_s=0.05, max_delay_s=0.5)
 
 
@@ -143,6 +143,7 @@ async def members(
     sandboxes: SandboxFactory,
     count: int,
     runners: list[PoolRunner] | None = None,
+    capacity: int = 3,
     **runner: Any,
 ) -> AsyncIterator[list[PoolMember]]:
     """``count`` members (each its own client and runner, appended to ``runners``) leasing until the block ends;
@@ -152,11 +153,18 @@ async def members(
         for n in range(count):
             client = await stack.enter_async_context(_client(backend))
             pool_runner = await stack.enter_async_context(
-                PoolRunner(f"m{n}", scoring=scoring, providers=ProviderLimits(), sandboxes=sandboxes, **runner)
+                PoolRunner(
+                    f"m{n}",
+                    scoring=scoring,
+                    providers=ProviderLimits(),
+                    sandboxes=sandboxes,
+                    capacity=capacity,
+                    **runner,
+                )
             )
             if runners is not None:
                 runners.append(pool_runner)
-            made.append(PoolMember(client, f"m{n}", pool_runner.run_attempt, capacity=3, ttl_s=30, wait_s=1))
+            made.append(PoolMember(client, f"m{n}", pool_runner.run_attempt, capacity=capacity, ttl_s=30, wait_s=1))
         tasks = [asyncio.create_task(member.run()) for member in made]
         try:
             yield made

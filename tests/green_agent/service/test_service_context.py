@@ -12,6 +12,7 @@ from green_agent.service.a2a_executor import GreenAgentExecutor
 from green_agent.service.a2a_server import create_app
 from green_agent.service.context import ServiceContext
 from green_agent.service.mcp.component import McpComponent
+from green_agent.service.pool_settings import PoolSettings
 
 
 def test_the_mcp_components_gateway_is_in_the_registry_before_anything_starts(tmp_path: Path) -> None:
@@ -38,8 +39,11 @@ def test_the_context_is_frozen_and_its_executor_serves_its_registry(tmp_path: Pa
 
 
 def test_two_apps_share_nothing(tmp_path: Path) -> None:
-    first = create_app("http://127.0.0.1:9", runs_dir=tmp_path).state.context
-    second = create_app("http://127.0.0.1:9", runs_dir=tmp_path).state.context
+    def pool() -> PoolSettings:  # each app's own (the field is None without --pool)
+        return PoolSettings(name="p", backend_url="http://127.0.0.1:9", key="k", worker_id="w")
+
+    first = create_app("http://127.0.0.1:9", runs_dir=tmp_path, pool=pool()).state.context
+    second = create_app("http://127.0.0.1:9", runs_dir=tmp_path, pool=pool()).state.context
     for field in dataclasses.fields(ServiceContext):
         if field.name != "card":
             assert getattr(first, field.name) is not getattr(second, field.name), field.name

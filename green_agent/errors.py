@@ -13,6 +13,7 @@ Exception tree::
         AnswerTooLarge (engine.tau.sandbox)
         BodyRejected (body_limits)
         _EmptyAnswer (engine.tau.users.llm)
+        LateCall (engine.tau.sandbox_cpu)
         RunError (evaluations.fairforge_request)
         StoppedOnPurpose (engine.attribution)
         ToolFault (engine.tau.sandbox)

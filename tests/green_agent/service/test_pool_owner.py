@@ -12,16 +12,23 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from green_agent.engine.attempt_runner import AttemptPlan
 from green_agent.engine.battle import Battle
 from green_agent.engine.events import BattleEvent
 from green_agent.engine.results import FailureCategory, FaultAuthor
 from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.service.attempt_lease_client import AttemptLeaseClient, LeaseBackendDown
 from green_agent.service.backend_target import BackendTarget
 from green_agent.service.pool_owner import PoolOwner, pool_runners
 from green_agent.statistics import summarize_trials
+from green_agent.wire.attempt_leases import AttemptsResponse
 from tests.green_agent.service.pool_owner_support import (
+    KEY,
+    POOL,
     WHITE,
     Misbehaviour,
     client,
@@ -143,3 +150,50 @@ def test_only_a_battle_reporting_with_its_token_to_the_pools_backend_is_pooled(t
     assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", "token"), cfg, cfg) is not None
     assert pool_runners(pool, BackendTarget("http://127.0.0.1:8000", "token"), mcp, cfg) is None  # members refuse it
     assert "the-secret-key" not in repr(pool)
+
+
+class _UnreadableQueue(AttemptLeaseClient):
+    """Publishes for real; reading the attempts fails as the backend going away would (``outage``), or answers that
+    the queue holds nothing."""
+
+    def __init__(self, url: str, *, outage: bool) -> None:
+        super().__init__(url, POOL, KEY)
+        self._outage = outage
+
+    async def read(
+        self, battle_id: str, *, token: str | None = None, offset: int = 0, limit: int = 50
+    ) -> AttemptsResponse:
+        if self._outage:
+            raise LeaseBackendDown("read", None, "no answer after 9 tries")
+        empty: dict[str, Any] = {
+            "battle_id": battle_id,
+            "pool": POOL,
+            "owner_worker": None,
+            "counts": {},
+            "attempts": [],
+        }
+        return AttemptsResponse.model_validate({**empty, "next_offset": None})
+
+
+@pytest.mark.parametrize(("outage", "why"), [(True, "could not be read"), (False, "does not hold this attempt")])
+async def test_a_queue_that_cannot_be_read_ends_the_attempts_as_harness_errors_not_a_hang(
+    tmp_path: Path, outage: bool, why: str
+) -> None:
+    cfg = config(tasks=2, k=2)
+    async with pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend:
+        battle_id, token = await backend.battle()
+        async with _UnreadableQueue(backend.url, outage=outage) as unreadable:
+
+            def runners(plan: AttemptPlan) -> PoolOwner:
+                return PoolOwner(plan, settings(backend, "owner"), token, client=unreadable, idle_s=0.1)
+
+            battle = Battle(
+                battle_id, WHITE, cfg, scoring=ScoringPool(max_workers=1, warm=False), runs_dir=tmp_path / "runs",
+                attempt_runners=runners,
+            )  # fmt: skip
+            async with asyncio.timeout(LIMIT_S):
+                result = await battle.run()
+    assert result.status == "completed" and len(result.attempts) == 4 and result.infrastructure_errors == 4
+    for attempt in result.attempts:
+        assert attempt.failure is not None and attempt.failure.fault_author == FaultAuthor.HARNESS
+        assert why in attempt.failure.detail

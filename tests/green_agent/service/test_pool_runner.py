@@ -270,6 +270,33 @@ async def test_an_invalid_payload_is_an_infrastructure_error_requeued_then_faile
     assert pool_members[0].counts.infra_errors == 4 and pool_members[0].counts.recorded == 0
 
 
+async def test_a_task_that_differs_on_the_member_is_a_recorded_harness_error(tmp_path: Path) -> None:
+    cfg = calibration(tasks=1, k=2)
+    async with (
+        pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend,
+        _client(backend) as owner,
+        ScoringPool(max_workers=1) as scoring,
+        SandboxFactory() as sandboxes,
+        serving(ReplayAgent()) as white_url,
+    ):
+        battle_id, token = await backend.battle()
+        battle = PooledBattle(battle_id=battle_id, white_agent_url=white_url, config=cfg)
+        payload = PooledAttempt(battle=battle, domain="retail", split="test", index=0, task_id="not-task-0", attempt=1)
+        await owner.publish(
+            battle_id,
+            token,
+            owner_worker="owner",
+            attempts=[AttemptIn(task_key=_task_key(0), attempt=1, payload=payload.payload())],
+        )
+        async with members(backend, scoring, sandboxes, 1):
+            (stored,) = await settled(owner, battle_id, token, 1)
+    assert stored.state == "done" and stored.result is not None  # a result, as a local worker's: not requeued
+    result = PooledResult.model_validate(stored.result).result
+    assert result.outcome == "infra_error" and result.failure is not None
+    assert (result.failure.category.value, result.failure.fault_author.value) == ("harness_error", "harness")
+    assert "not 'not-task-0'" in result.failure.detail
+
+
 async def test_a_trajectory_too_large_for_one_request_is_dropped_with_the_flag(tmp_path: Path) -> None:
     cfg = calibration(tasks=1, k=2, max_steps=5, calibration=False)
     async with (

@@ -35,12 +35,12 @@ import hashlib
 import json
 import logging
 import shutil
-import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from tempfile import mkdtemp
 from typing import Any, Final, cast
 
 from green_agent.engine.attempt import AttemptDeps, AttemptSpec, harness_failure, run_attempt
@@ -88,7 +88,9 @@ class _Battle:
     battle: PooledBattle
     deps: AttemptDeps
     stack: contextlib.AsyncExitStack
-    directory: Path
+    directory: Path | None
+    """Where its attempts' trajectory files go until their records are taken (None: no temporary folder could be
+    made; its results then carry no trajectory)."""
     active: int = 0
     last_used: float = field(default_factory=time.monotonic)
 
@@ -176,7 +178,7 @@ class PoolRunner:
             battle.active -= 1
             battle.last_used = time.monotonic()
         records = result.take_trajectory()
-        if result.trajectory_file is not None:  # the member-local copy: its records travel in the result
+        if result.trajectory_file is not None and battle.directory is not None:  # records travel in the result
             file = battle.directory / Path(result.trajectory_file).name
             await asyncio.to_thread(file.unlink, True)
             result.trajectory_file = None
@@ -232,15 +234,14 @@ class PoolRunner:
     async def _open(self, battle: PooledBattle, digest: str) -> _Battle:
         cfg = battle.config
         limiter = self._providers.for_user(cfg)  # ConfigError naming the field: the battle's cap above this member's
-        if self._root is None:
-            self._root = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="arena-pool-"))
-        directory = self._root / digest[:32]
+        directory = await self._trajectories(digest)
         stack = contextlib.AsyncExitStack()
         http = await asyncio.to_thread(  # builds an SSL context (reads the CA bundle): not on the loop
             capped_http_client, max_bytes=cfg.max_reply_bytes, max_connections=max(8, self._capacity + 4)
         )
         stack.push_async_callback(http.aclose)
-        stack.push_async_callback(asyncio.to_thread, shutil.rmtree, directory, True)
+        if directory is not None:
+            stack.push_async_callback(asyncio.to_thread, shutil.rmtree, directory, True)
         deps = AttemptDeps(
             config=cfg,
             scoring=self._scoring,
@@ -253,6 +254,16 @@ class PoolRunner:
         )
         log.info("pool member %s: attempts of battle %s open here", self.worker_id, battle.battle_id)
         return _Battle(battle, deps, stack, directory)
+
+    async def _trajectories(self, digest: str) -> Path | None:
+        """The battle's member-local trajectory folder (under one temporary folder of the runner's)."""
+        if self._root is None:
+            try:
+                self._root = Path(await asyncio.to_thread(mkdtemp, prefix="arena-pool-"))
+            except OSError as error:  # the attempts still run: their results go without trajectories
+                log.error("pool member %s: no temporary folder for trajectories: %s", self.worker_id, error)
+                return None
+        return self._root / digest[:32]
 
     def _close_surplus(self) -> None:
         idle = sorted((b for b in self._battles.items() if b[1].active == 0), key=lambda item: item[1].last_used)

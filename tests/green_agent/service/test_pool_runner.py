@@ -44,7 +44,7 @@ from green_agent.service.outbox import RetryPolicy
 from green_agent.service.pool_flags import MAX_POOL_KEY_BYTES, POOL_KEY_ENV
 from green_agent.service.pool_member import PoolMember
 from green_agent.service.pool_runner import PoolRunner, check_admissible
-from green_agent.wire.attempt_leases import AttemptIn, AttemptOut
+from green_agent.wire.attempt_leases import AttemptIn, AttemptOut, LeaseOut
 from green_agent.wire.pool_attempts import PooledAttempt, PooledBattle, PooledResult
 from launcher.ports import free_port, loopback_url
 from launcher.processes import stop_process, wait_until_ready
@@ -316,6 +316,36 @@ async def test_a_trajectory_too_large_for_one_request_is_dropped_with_the_flag(t
     assert pooled.result.failure is not None  # the agent's own failure, recorded as a result
     assert pooled.result.failure.fault_author.value == "white_agent", pooled.result.failure
     assert pool_members[0].counts.recorded == 1
+
+
+async def test_without_a_temporary_folder_attempts_still_run_and_record_no_trajectory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_room(**_kwargs: Any) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("green_agent.service.pool_runner.mkdtemp", no_room)
+    cfg = calibration(tasks=1, k=2)
+    ref = await asyncio.to_thread(resolve_task, "retail", "test", 0)
+    async with (
+        ScoringPool(max_workers=1) as scoring,
+        SandboxFactory() as sandboxes,
+        serving(ReplayAgent()) as white_url,
+        PoolRunner("m0", scoring=scoring, providers=ProviderLimits(), sandboxes=sandboxes) as runner,
+    ):
+        battle = PooledBattle(battle_id="b1", white_agent_url=white_url, config=cfg)
+        payload = PooledAttempt(battle=battle, domain="retail", split="test", index=0, task_id=ref.task_id, attempt=1)
+        lease = LeaseOut(
+            battle_id="b1",
+            task_key=ref.key,
+            attempt=1,
+            generation=1,
+            worker_id="m0",
+            ttl_s=30,
+            payload=payload.payload(),
+        )
+        pooled = PooledResult.model_validate(await runner.run_attempt(lease))
+    assert pooled.result.reward == 1.0 and pooled.trajectory is None and not pooled.trajectory_dropped
 
 
 def test_a_member_refuses_a_config_that_would_spend_its_operator_s_keys_or_resources_elsewhere() -> None:

@@ -9,12 +9,13 @@ it is sized so one worker takes about a minute. Capacity is the limit that makes
 than one worker's capacity.
 
 Per worker count it prints: the whole battle's wall time (battle created to result stored) and attempts/s over it;
-the steady rate (attempts recorded between 10% and 90% of the battle, over the time between, on the store's clock:
-start-up and the last wave's tail left out); attempts recorded per worker; whether every calibration attempt scored
-1.0; the load average before the run and the machine's CPU use during it (a saturated machine cannot scale). Then
-the ratios 2/1 and 3/1 of both rates. Target (issue 29): >= 1.8x from 1 to 2 workers while the machine is not
-saturated; exit 1 when a run's calibration is not all 1.0 or the 2/1 steady ratio misses the target on a machine
-that was not saturated (CPU below 85%).
+the active rate (attempts over the time from the first lease to the last record, on the store's clock: the battle's
+start-up and the result's posting left out, the last wave's tail kept); attempts recorded per worker; whether every
+calibration attempt scored 1.0; the load average before the run and the machine's CPU use during it (all of the
+machine's processes: a saturated machine cannot scale). Then the ratios 2/1 and 3/1 of both rates. Target (issue
+29): >= 1.8x from 1 to 2 workers while the machine is not saturated, judged on the whole battle's rate; exit 1 when
+a run's calibration is not all 1.0 or that ratio misses the target on a machine that was not saturated (CPU below
+85%).
 
     .venv/bin/python benchmarks/bench_pool_battle.py                        # 1, 2, 3 workers, capacity 8
     .venv/bin/python benchmarks/bench_pool_battle.py --workers 1,2 --tasks 20 --k 2 --delay 1 --postgres
@@ -57,7 +58,7 @@ class Figures:
     workers: int
     attempts: int
     wall_s: float
-    steady_rate: float
+    active_rate: float
     per_worker: dict[str, int]
     perfect: int
     load: tuple[float, float, float]
@@ -74,14 +75,14 @@ def _when(text: str | None) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def steady_rate(attempts: list[AttemptOut]) -> float:
-    """Attempts recorded between the 10% and 90% marks over the store-clock time between them."""
-    times = sorted(_when(a.recorded_at) for a in attempts if a.state == "done")
-    if len(times) < 10:
+def active_rate(attempts: list[AttemptOut]) -> float:
+    """Attempts done over the store-clock time from the first lease to the last record."""
+    done = [a for a in attempts if a.state == "done"]
+    leased = [_when(h.leased_at) for a in done for h in a.history]
+    if not done or not leased:
         return 0.0
-    low, high = len(times) // 10, len(times) * 9 // 10
-    span = times[high] - times[low]
-    return (high - low) / span if span > 0 else 0.0
+    span = max(_when(a.recorded_at) for a in done) - min(leased)
+    return len(done) / span if span > 0 else 0.0
 
 
 async def measure(
@@ -115,7 +116,7 @@ async def measure(
         workers=workers,
         attempts=len(result["attempts"]),
         wall_s=wall,
-        steady_rate=steady_rate(attempts),
+        active_rate=active_rate(attempts),
         per_worker=per_worker,
         perfect=sum(1 for a in result["attempts"] if a.get("reward") == 1.0),
         load=load,
@@ -126,7 +127,7 @@ async def measure(
 def row(f: Figures) -> str:
     workers = ", ".join(f"{name} {count}" for name, count in sorted(f.per_worker.items()))
     return (
-        f"| {f.workers} | {f.attempts} | {f.wall_s:.1f} s | {f.rate:.2f} | {f.steady_rate:.2f} | "
+        f"| {f.workers} | {f.attempts} | {f.wall_s:.1f} s | {f.rate:.2f} | {f.active_rate:.2f} | "
         f"{f.perfect}/{f.attempts} | {f.load[0]:.1f} | {f.cpu_percent:.0f}% | {workers} |"
     )
 
@@ -136,7 +137,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"cores {os.cpu_count()}; load before: {os.getloadavg()}; delay {args.delay:g} s per A2A call")
     print(f"battle: retail/test calibration, {args.tasks} tasks x k={args.k}; capacity {args.capacity} per worker")
     print(
-        "| workers | attempts | wall | attempts/s (wall) | attempts/s (steady) | score 1.0 | load | CPU | recorded by |"
+        "| workers | attempts | wall | attempts/s (wall) | attempts/s (active) | score 1.0 | load | CPU | recorded by |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     figures: dict[int, Figures] = {}
@@ -163,13 +164,14 @@ async def main_async(args: argparse.Namespace) -> int:
         if one is None or workers == 1:
             continue
         wall_ratio = f.rate / one.rate if one.rate else 0.0
-        steady_ratio = f.steady_rate / one.steady_rate if one.steady_rate else 0.0
-        print(f"ratio {workers}/1: {wall_ratio:.2f}x over the whole battle, {steady_ratio:.2f}x steady")
+        active_ratio = f.active_rate / one.active_rate if one.active_rate else 0.0
+        print(f"ratio {workers}/1: {wall_ratio:.2f}x over the whole battle, {active_ratio:.2f}x active")
         saturated = max(f.cpu_percent, one.cpu_percent) >= SATURATED_CPU
-        if workers == 2 and steady_ratio < TARGET_RATIO:
-            verdict = "machine saturated: not judged" if saturated else "MISSED"
-            print(f"target {workers}/1 >= {TARGET_RATIO}x steady: {verdict}")
-            failed = failed or not saturated
+        if workers == 2:
+            verdict = "met" if wall_ratio >= TARGET_RATIO else "MISSED"
+            verdict += " (machine saturated: a miss is not judged)" if saturated else ""
+            print(f"target {workers}/1 >= {TARGET_RATIO}x over the whole battle: {verdict}")
+            failed = failed or (wall_ratio < TARGET_RATIO and not saturated)
     print(f"load after: {os.getloadavg()}")
     return 1 if failed else 0
 

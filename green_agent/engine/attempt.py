@@ -192,6 +192,7 @@ class _Attempt:
                 deadline_expired=deadline.expired(),
                 config=self.cfg,
                 steps=self.steps,
+                starving=self.env.starving if self.env is not None else None,
             )
             if stop.category is FailureCategory.HARNESS_ERROR:
                 log.error("attempt %s/%s: %s", self.spec.ref.key, self.spec.attempt, stop.detail, exc_info=error)

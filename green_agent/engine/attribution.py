@@ -16,7 +16,9 @@ Rules for an attempt the loop ended early (:func:`stop_for_error`, in order):
    machine: green_agent/engine/tau/sandbox_cpu.py): ``harness_error`` / harness.
 4. The simulated user failed (:class:`UserSimulatorError`) -> ``user_simulator_error`` / user_simulator.
 5. The attempt deadline fired -> the party being waited on is blamed (termination ``deadline``): the white agent ->
-   ``timeout``; the user simulator -> ``user_simulator_error``; the environment or the harness -> ``harness_error``.
+   ``timeout``; the user simulator -> ``user_simulator_error``; the environment or the harness -> ``harness_error``;
+   but when it fired while a tool call past its limit was in its grace without having computed (rule 3), the harness
+   -> ``harness_error``.
 6. Anything else is a ``harness_error`` (termination ``too_many_errors``) of the party being waited on, except that
    an unexpected exception while waiting on the white agent is the harness's own (the white-agent channel classifies
    every failure of the agent into rule 2, so what escapes it is a bug on our side).
@@ -145,11 +147,13 @@ def stop_for_error(
     deadline_expired: bool,
     config: BattleConfig,
     steps: int,
+    starving: str | None = None,
 ) -> EarlyStop:
     """Attribute an exception that ended an attempt (rules 1-6 of the module docstring).
 
     ``waiting_on`` / ``doing``: who the loop was waiting on and for what when ``error`` arrived; ``steps``: the
-    agent's replies so far.
+    agent's replies so far; ``starving``: the figures of a tool call in its grace that the machine has not run
+    (sandbox_cpu.py), when the deadline fired during it.
     """
     agent_error = TerminationReason.AGENT_ERROR
     if isinstance(error, StoppedOnPurpose):
@@ -174,6 +178,8 @@ def stop_for_error(
             FailureCategory.USER_SIMULATOR_ERROR, FaultAuthor.USER_SIMULATOR, str(error), TerminationReason.USER_ERROR
         )
     if isinstance(error, TimeoutError) and deadline_expired:
+        if starving is not None:  # a tool call in its grace the machine did not run: not the caller's deadline
+            return deadline_stop(FaultAuthor.HARNESS, f"{doing}: {starving}", config.attempt_timeout_s)
         return deadline_stop(waiting_on, doing, config.attempt_timeout_s)
     author = FaultAuthor.HARNESS if waiting_on is FaultAuthor.WHITE_AGENT else waiting_on
     return EarlyStop(

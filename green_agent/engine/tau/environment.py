@@ -271,6 +271,11 @@ class AttemptEnvironment:
         return self._fault
 
     @property
+    def starving(self) -> str | None:
+        """The figures of a tool call in its grace that the machine has not run (sandbox_cpu.py), else None."""
+        return self._sandbox.grace.detail
+
+    @property
     def sandbox_pid(self) -> int | None:
         """The sandbox process id (diagnostics, tests)."""
         return self._sandbox.pid

@@ -43,7 +43,7 @@ from multiprocessing.reduction import ForkingPickler
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from green_agent.engine.tau.sandbox_cpu import LateCall, answer_within_limit, reported_cpu_s, settle
+from green_agent.engine.tau.sandbox_cpu import GraceWatch, LateCall, answer_within_limit, reported_cpu_s, settle
 from green_agent.engine.tau.tasks import TaskRef
 from green_agent.process_hygiene import die_with_parent
 
@@ -164,6 +164,7 @@ class ToolSandbox:
         self._dead: str | None = None
         self._abandoned = False
         self._cpu_at_answer: float | None = None  # the CPU seconds the sandbox reported with its last answer
+        self.grace = GraceWatch()  # a late call in its grace that has not computed (sandbox_cpu.py)
 
     @property
     def pid(self) -> int | None:
@@ -210,7 +211,7 @@ class ToolSandbox:
             exchange = asyncio.ensure_future(self._channel.exchange(payload, max_answer_bytes=MAX_ANSWER_BYTES))
             try:  # the limit is wall-clock, but a call the machine starved of CPU is judged apart (sandbox_cpu.py)
                 frame = await answer_within_limit(
-                    exchange, pid=self._process.pid, baseline_s=self._cpu_at_answer, limit_s=timeout_s
+                    exchange, pid=self._process.pid, baseline_s=self._cpu_at_answer, limit_s=timeout_s, watch=self.grace
                 )
             except asyncio.CancelledError:
                 self._abandoned = True  # the child may still be computing: aclose() kills it without waiting

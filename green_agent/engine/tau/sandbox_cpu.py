@@ -74,6 +74,22 @@ class CallCpu:
             "stopped), a harness error, not the caller's; the call was killed"
         )
 
+    def waiting(self, waited_s: float) -> str:
+        """A call still in its grace: what was measured (the attempt deadline's detail if it fires now)."""
+        return (
+            f"its tool call was {waited_s - self.limit_s:.1f} s past its time limit of {self.limit_s:g} s and its "
+            f"sandbox had got only {self.used_s:.3f} s of CPU in those {waited_s:.1f} s: the machine did not run it "
+            "(a harness error, not the caller's)"
+        )
+
+
+class GraceWatch:
+    """What the sandbox's call in its grace has shown so far (None outside a grace): read when the attempt deadline
+    fires during the grace, so that a call the machine did not run is not the agent's deadline either."""
+
+    def __init__(self) -> None:
+        self.detail: str | None = None
+
 
 class LateCall(Exception):
     """A call past its limit is over: its sandbox is to be killed and the call judged ``kind``."""
@@ -85,24 +101,36 @@ class LateCall(Exception):
 
 
 async def answer_within_limit(
-    exchange: asyncio.Future[bytes], *, pid: int | None, baseline_s: float | None, limit_s: float
+    exchange: asyncio.Future[bytes],
+    *,
+    pid: int | None,
+    baseline_s: float | None,
+    limit_s: float,
+    watch: GraceWatch | None = None,
 ) -> bytes:
     """The answer ``exchange`` brings, within ``limit_s`` or, for a call that has not computed, within its grace.
 
     Raises :class:`LateCall` (``timeout``: the caller's; ``starved``: the harness's) when the call is over, and
-    whatever the exchange raises. Leaves ``exchange`` running: the caller settles it (:func:`settle`)."""
+    whatever the exchange raises. Leaves ``exchange`` running: the caller settles it (:func:`settle`). ``watch``
+    holds the starved figures while the call is in its grace (kept when the wait is cancelled there)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
+    watch = watch if watch is not None else GraceWatch()
+    watch.detail = None
     done, _ = await asyncio.wait({exchange}, timeout=limit_s)
     while not done:
         cpu = await asyncio.to_thread(call_cpu, pid, baseline_s, limit_s)
-        if cpu is None or not cpu.starved:
-            raise LateCall("timeout", f"no answer within the tool time limit of {limit_s:g} s; the call was killed")
         waited = loop.time() - started
+        if cpu is None or not cpu.starved:
+            watch.detail = None
+            raise LateCall("timeout", f"no answer within the tool time limit of {limit_s:g} s; the call was killed")
+        watch.detail = cpu.waiting(waited)
         remaining = (1.0 + STARVED_GRACE_LIMITS) * limit_s - waited
         if remaining <= 0:
+            watch.detail = None
             raise LateCall("starved", cpu.detail(waited))
         done, _ = await asyncio.wait({exchange}, timeout=min(remaining, POLL_S))
+    watch.detail = None
     late = loop.time() - started - limit_s
     if late > 0:
         log.info("a tool call answered %.1f s after its %g s limit: its sandbox had waited for the CPU", late, limit_s)

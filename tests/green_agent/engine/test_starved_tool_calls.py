@@ -142,3 +142,29 @@ async def test_an_attempt_whose_tool_call_was_starved_is_an_infrastructure_error
         FaultAuthor.HARNESS,
     )
     assert "the agent's tool call get_users" in result.failure.detail and "of CPU" in result.failure.detail
+
+
+async def _starve_the_sandbox_for_long(env: AttemptEnvironment) -> str:
+    _starve(env.sandbox_pid, for_s=60.0)  # past the attempt deadline (the deadline kills it first)
+    return "Hi! Please list the users."
+
+
+async def test_an_attempt_deadline_during_a_starved_calls_grace_is_the_harness_s(arena: Arena) -> None:
+    """The grace (up to 4 limits) may outlast the attempt: the deadline then fires while a call the machine did not
+    run waits for the CPU; that is not the agent's timeout. The limit is 2 s, so the deadline (6 s) falls in the
+    grace (2 to 8 s into the call) unless building the environment took over 4 s."""
+    result: AttemptResult = await arena.play(
+        ScriptedWhite(tool("get_users")),
+        ScriptedUser(_starve_the_sandbox_for_long),
+        ref=RETAIL,
+        tool_timeout_s=2.0,
+        attempt_timeout_s=6.0,
+    )
+    assert result.outcome == "infra_error" and result.reward is None
+    assert result.failure is not None
+    assert (result.failure.category, result.failure.fault_author) == (
+        FailureCategory.HARNESS_ERROR,
+        FaultAuthor.HARNESS,
+    ), result.failure.detail
+    assert result.termination_reason is TerminationReason.DEADLINE
+    assert "attempt time limit (6 s)" in result.failure.detail and "of CPU" in result.failure.detail

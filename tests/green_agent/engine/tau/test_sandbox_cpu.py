@@ -12,6 +12,7 @@ import pytest
 from green_agent.engine.tau.sandbox_cpu import (
     STARVED_CPU_SHARE,
     CallCpu,
+    GraceWatch,
     LateCall,
     answer_within_limit,
     call_cpu,
@@ -89,3 +90,25 @@ async def test_settle_retrieves_a_failed_exchange() -> None:
     failed.set_exception(EOFError("gone"))
     await settle(failed)  # retrieved: no "exception was never retrieved" when it is collected
     assert failed.done() and not failed.cancelled()
+
+
+async def test_a_wait_cancelled_in_the_grace_keeps_the_starved_figures_and_an_answer_clears_them() -> None:
+    # This process, waiting on its loop, uses next to no CPU: to the judge it is a sandbox that waited for the CPU.
+    loop = asyncio.get_running_loop()
+    never: asyncio.Future[bytes] = loop.create_future()
+    watch = GraceWatch()
+    baseline = process_cpu_s(os.getpid())
+    waiting = asyncio.ensure_future(
+        answer_within_limit(never, pid=os.getpid(), baseline_s=baseline, limit_s=0.2, watch=watch)
+    )
+    while watch.detail is None:  # in the grace once the first reading found it starved
+        await asyncio.sleep(0.05)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert "past its time limit of 0.2 s" in watch.detail and "of CPU" in watch.detail
+    await settle(never)
+    answered: asyncio.Future[bytes] = loop.create_future()
+    answered.set_result(b"ok")
+    assert await answer_within_limit(answered, pid=os.getpid(), baseline_s=baseline, limit_s=0.2, watch=watch) == b"ok"
+    assert watch.detail is None

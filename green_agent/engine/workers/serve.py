@@ -155,7 +155,9 @@ def _forget(running: dict[int, asyncio.Task[None]], attempt_id: int) -> Callable
 async def _one(start: StartWorker, deps: AttemptDeps, message: RunAttempt, out: _Out) -> None:
     result: AttemptResult
     try:
-        ref: TaskRef = await asyncio.to_thread(resolve_task, message.domain, message.split, message.index)
+        ref: TaskRef = await asyncio.to_thread(
+            resolve_task, message.domain, message.split, message.index, start.config.retrieval
+        )
         spec = AttemptSpec(start.battle_id, ref, message.attempt, start.white_agent_url)
         if ref.task_id != message.task_id:
             result = harness_failure(spec, f"task {ref.key} is {ref.task_id!r} here, not {message.task_id!r}")

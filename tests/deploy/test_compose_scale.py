@@ -21,7 +21,6 @@ from tests.deploy.deploy_support import (
     DOCKERFILE,
     ENV_EXAMPLE,
     REPO,
-    CommandRejected,
     active_services,
     command_argv,
     compose_profiles,
@@ -96,6 +95,8 @@ def test_every_green_agent_of_the_pool_gets_the_pool_flags_and_the_key_as_a_secr
         assert flag(argv, "--pool-key-file") == SECRET_PATH, name
         assert project["services"][name]["secrets"] == ["pool_key"], name
     assert pools == {read_env_file(ENV_EXAMPLE)["ARENA_POOL"]}, "one pool: the workers' and the green service's"
+    scenarios = {name: flag(argv, "--scenario") for name, argv in members.items()}
+    assert len(set(scenarios.values())) == 1, f"members run only their operator's LLM user settings: {scenarios}"
     capacity = int(flag(members[WORKER], "--pool-capacity"))
     assert 1 <= capacity <= MAX_CAPACITY
 
@@ -171,11 +172,7 @@ def test_workers_have_a_health_check_on_their_own_port_and_wait_for_a_healthy_ba
 
 
 def test_the_pool_flags_are_arena_greens_own(scale: tuple[dict[str, Any], set[str]]) -> None:
-    """The real parser takes the workers' and the green service's commands (M adds the flags to arena-green)."""
-    try:
-        parse_command(["arena-green", *[item for name in POOL_FLAGS for item in (name, "1")]])
-    except CommandRejected as missing:
-        pytest.skip(f"arena-green has no pool flags yet: {missing}")
+    """The real parser takes the workers' and the green service's commands."""
     project, profiles = scale
     for name, argv in pool_members(project, profiles).items():
         options = parse_command(argv).options

@@ -49,6 +49,7 @@ from green_agent.run_files import (
     read_run_file,
 )
 from green_agent.statistics.certification import task_value
+from green_agent.statistics.certify_stop import stopped_pass_hat, stops_within_task
 from green_agent.text_safety import clean_json, clean_text
 
 RUN_FILE: Final = "run.json"
@@ -358,13 +359,20 @@ class AttemptJournal:
 
 
 def baseline_values(run_dir: Path, j: int) -> dict[str, float]:
-    """A baseline run's per-task unbiased pass^j (tasks with at least j scored attempts), for a ``certify``
-    comparison. RunFileError (a ConfigError) naming ``certify.baseline`` when it is not a run directory. Blocking."""
+    """A baseline run's per-task unbiased pass^j (tasks with at least j scored attempts; a pass^k certify run's
+    tasks, stopped at their first failure, from their leading passes), for a ``certify`` comparison. RunFileError
+    (a ConfigError) naming ``certify.baseline`` when it is not a run directory. Blocking."""
     stored = load_run(run_dir)
     if stored is None:
         raise RunFileError(f"certify.baseline: {run_dir} is not an Arena run directory (no run.json)")
     outcomes: dict[str, list[bool | None]] = {}
     for (key, _), attempt in sorted(stored.attempts.attempts.items()):
         outcomes.setdefault(key, []).append(attempt.trial_outcome)
-    values = {key: task_value(got, j) for key, got in outcomes.items()}
+    config, certify = stored.manifest.config, stored.manifest.config.certify
+    if certify is not None and stops_within_task(config.k, certify.j, certify.compare is not None):
+        # Its tasks stopped at their first failure: pass^j from the leading passes (the mean over the attempts run
+        # is biased under that stop, and a stopped task would be left out of pass^j above its attempts).
+        values = {key: stopped_pass_hat(got, j) for key, got in outcomes.items()}
+    else:
+        values = {key: task_value(got, j) for key, got in outcomes.items()}
     return {key: value for key, value in values.items() if value is not None}

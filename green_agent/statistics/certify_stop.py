@@ -39,6 +39,22 @@ SKIP_REASON: Final = "certify_task_failed"
 STOP_RULE: Final = "stop_task_at_first_failure"
 
 
+def stops_within_task(k: int, j: int, comparison: bool) -> bool:
+    """Whether a certify claim on pass^j with k attempts per task stops each task at its first failure: a pass^k
+    claim (j = k >= 2) without a baseline. Such a run's attempts are not a fixed design: read its per-task pass^j
+    with :func:`stopped_pass_hat`, never as a mean over the attempts run."""
+    return not comparison and j == k and k >= 2
+
+
+def stopped_pass_hat(outcomes: Sequence[bool | None], j: int) -> float | None:
+    """A task's unbiased pass^j under the stop (``outcomes`` in attempt order): 1 when its first j scored attempts
+    passed, 0 when a scored failure came first, None when not known (fewer than j scored attempts, all passed)."""
+    x, failed = leading_successes(outcomes)
+    if x >= j:
+        return 1.0
+    return 0.0 if failed else None
+
+
 def first_failure(outcomes: Mapping[int, bool | None]) -> int | None:
     """The smallest attempt number whose recorded outcome is a scored failure (``False``); None without one."""
     failed = [attempt for attempt, outcome in outcomes.items() if outcome is False]

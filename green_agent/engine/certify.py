@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from green_agent.engine.config import BattleConfig, CertifyConfig, ConfigError
-from green_agent.engine.results import AttemptResult
+from green_agent.engine.results import AttemptResult, BattleResult
 from green_agent.statistics.certification import (
     Certification,
     CertifyDecision,
@@ -23,7 +23,7 @@ from green_agent.statistics.certification import (
     ordered_observations,
 )
 from green_agent.statistics.certify_design import REASONS, certify_design
-from green_agent.statistics.certify_stop import first_failure_summary, task_stop_record
+from green_agent.statistics.certify_stop import first_failure_summary, stops_within_task, task_stop_record
 from green_agent.statistics.sequential_binomial import BUDGET
 from green_agent.statistics.summary import TrialsSummary
 
@@ -56,7 +56,7 @@ class CertifyTracker:
             comparison=certify.compare is not None,
         )
         """The sequential design: chosen from the config alone, so a resume makes the same looks."""
-        self.stops_within_task = certify.compare is None and certify.j == config.k and config.k >= 2
+        self.stops_within_task = stops_within_task(config.k, certify.j, certify.compare is not None)
         """A pass^k claim: a task's attempts run in sequence and stop at its first failure (its pass^k is then 0;
         :mod:`green_agent.statistics.certify_stop`, scheduled by :mod:`green_agent.engine.certify_schedule`)."""
         self._outcomes: dict[str, list[bool | None]] = {}
@@ -154,3 +154,18 @@ def by_attempt(finished: Sequence[AttemptResult]) -> dict[str, dict[int, bool | 
     for result in finished:
         out.setdefault(result.task_key, {})[result.attempt] = result.trial_outcome
     return out
+
+
+def per_attempt_refusal(result: BattleResult, side: str) -> str | None:
+    """Why a per-attempt comparison (``arena compare``, MCP ``compare_runs``) must not read ``result``: a pass^k
+    certify battle stopped each task at its first failure, so the mean over the attempts run is biased and a stopped
+    task would drop out of pass^j above its attempts. None for any other battle."""
+    certify = result.config.certify
+    if certify is None or not stops_within_task(result.config.k, certify.j, certify.compare is not None):
+        return None
+    return (
+        f"{side} (battle {result.battle_id}) is a certify {certify.claim} battle that stopped each task at its first "
+        "failure: its attempts are not a fixed design, and pairing them attempt by attempt would give biased pass^j "
+        "and pass@j; its summary's per-task pass^j (from leading passes) is unbiased, or compare a run with a fixed "
+        "number of attempts per task"
+    )

@@ -68,6 +68,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from green_agent.engine.battle_ids import BattleIdError, validate_battle_id
+from green_agent.engine.certify import per_attempt_refusal
 from green_agent.engine.costs import compare_cost_rows
 from green_agent.engine.fingerprint import incomparabilities, unverifiable_warning
 from green_agent.engine.results import BattleResult
@@ -340,6 +341,8 @@ def build_report(
     """Compare A (candidate) with B (baseline) and decide on ``metric`` (the gate ``fail_if`` when given);
     :class:`CompareError` when they have no task in common, no task has enough attempts for the metric, or an
     argument is out of range."""
+    if refusal := per_attempt_refusal(result_a, "A") or per_attempt_refusal(result_b, "B"):
+        raise CompareError(refusal)
     trials_a, trials_b = trials_of(result_a), trials_of(result_b)
     a = run_header(result_a, "candidate", sources[0])
     b = run_header(result_b, "baseline", sources[1])

@@ -35,6 +35,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, StrictBool, ValidationError
 
 from green_agent.engine.battle_ids import BattleIdError, new_battle_id, run_dir_for, validate_battle_id
+from green_agent.engine.certify import per_attempt_refusal
 from green_agent.engine.config import KNOWN_DOMAINS, BattleConfig, ConfigError, format_validation_error
 from green_agent.engine.events import AttemptFinished, BattleEvent, BattleStarted
 from green_agent.engine.fingerprint import incomparabilities
@@ -479,6 +480,8 @@ def build_control_server(
             trials_a, trials_b = await _trials_of(battles, a, "a"), await _trials_of(battles, b, "b")
         else:
             result_a, result_b = await _finished_result(battles, a, "a"), await _finished_result(battles, b, "b")
+            if refusal := per_attempt_refusal(result_a, "a") or per_attempt_refusal(result_b, "b"):
+                raise ToolError(refusal)
             trials_a, trials_b = _trials_from(result_a), _trials_from(result_b)
             differences = incomparabilities(
                 result_a.fingerprint, result_b.fingerprint, trials_a.keys() & trials_b.keys()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from green_agent.engine.config import CertifyConfig
 from green_agent.service.mcp import control as control_module
 from green_agent.statistics import compare_trials
 from tests.green_agent.service.mcp.conftest import GreenServer, control, error_text, structured
@@ -141,3 +142,18 @@ async def test_the_summary_is_read_in_a_worker_thread(tmp_path: Path, monkeypatc
     assert trials == trials_of_outcomes(CANDIDATE)
     assert threads and threads[0] is not threading.main_thread()
     assert threads[0] is not threading.current_thread()
+
+
+async def test_a_battle_whose_tasks_stopped_at_their_first_failure_is_refused(
+    green: GreenServer, on_disk: tuple[str, str]
+) -> None:
+    """A pass^k certify battle ran each task only up to its first failure (issue 28): compared attempt by attempt it
+    would look far better at pass^4 than it is (only tasks that ran 4 attempts would count)."""
+    cand, base = on_disk
+    stopped_id = f"disk-stopped-{uuid.uuid4().hex[:8]}"
+    stopped = make_result(stopped_id, {key: ["success", "failure"] for key in CANDIDATE})
+    config = stopped.config.model_copy(update={"certify": CertifyConfig.model_validate("pass^4>=0.8")})
+    write_run(green.runs_dir, stopped.model_copy(update={"config": config}))
+    for a, b in ((stopped_id, base), (cand, stopped_id)):
+        text = error_text(await _compare(green, a, b))
+        assert "stopped each task at its first failure" in text and stopped_id in text, text

@@ -28,7 +28,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from green_agent.engine.events import AttemptFinished, BattleFinished, BattleStarted, read_event
+from green_agent.engine.events import AttemptFinished, AttemptsSkipped, BattleFinished, BattleStarted, read_event
 
 __all__ = [
     "NO_ESTIMATE",
@@ -128,6 +128,9 @@ class BattleDisplay:
         self.failed = 0
         self.infra = 0
         self.total: int | None = None
+        self.skipped: dict[str, int] = {}
+        """Per task, the attempts a pass^k certify battle skipped at its first failure (never to finish: the bar's
+        total leaves them out)."""
         self.finished_markdown: str | None = None
         self._clock = clock
         self._progress: Progress | None = None
@@ -187,7 +190,10 @@ class BattleDisplay:
             if typed.total is not None:
                 self.total = typed.total
             done = typed.done if typed.done is not None else self.ok + self.failed + self.infra
-            self._update(completed=done, total=self.total)
+            self._update(completed=done, total=self._left_total())
+        elif isinstance(typed, AttemptsSkipped):
+            self.skipped[typed.task_key] = len(set(typed.attempts))
+            self._update(total=self._left_total())
         elif isinstance(typed, BattleFinished) or event.get("type") == "battle_finished":
             # The text is the whole markdown summary (or its first line, through a backend): printed raw it would
             # come out hard-wrapped above the rendered copy the caller prints.
@@ -195,6 +201,10 @@ class BattleDisplay:
             return
         if text:
             self.line(text)
+
+    def _left_total(self) -> int | None:
+        """The attempts the battle will finish: its total less the attempts certify skipped."""
+        return None if self.total is None else max(self.total - sum(self.skipped.values()), 0)
 
     def _update(self, **kwargs: Any) -> None:
         if self._progress is None or self._task is None:

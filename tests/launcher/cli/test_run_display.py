@@ -99,6 +99,22 @@ def test_bar_eta_of_a_resumed_battle_ignores_the_carried_attempts() -> None:
     assert "7/8" in output
 
 
+def test_attempts_certify_skipped_leave_the_total_so_the_bar_reaches_it() -> None:
+    """A pass^k certify battle skips a task's remaining attempts at its first failure (``attempts_skipped``): they
+    will never finish, so the bar's total and its ETA leave them out."""
+    skipped = {"type": "attempts_skipped", "task_key": "retail/test/0", "failed_attempt": 1, "attempts": [2, 3, 4]}
+    events: list[tuple[float, dict[str, object]]] = [
+        (100.0, {"type": "battle_started", "battle_id": "b1", "attempts_total": 8}),
+        (110.0, {"type": "attempt_finished", "outcome": "failure", "done": 1, "total": 8}),
+        (110.0, skipped),
+        (120.0, {"type": "attempt_finished", "outcome": "success", "done": 2, "total": 8}),
+    ]
+    output = final_bar(events, 120.0)
+    assert "2/5" in output and "ETA 0:30" in output  # 10 s per attempt, 3 left (not 6)
+    done = [(130.0 + a, {"type": "attempt_finished", "outcome": "success", "done": a, "total": 8}) for a in (3, 4, 5)]
+    assert "5/5" in final_bar([*events, *done, (140.0, skipped)], 140.0)  # a repeated skip is not counted twice
+
+
 # --------------------------------------------------------------------------------------------- summary, once
 
 

@@ -111,7 +111,9 @@ def test_attempts_certify_skipped_leave_the_total_so_the_bar_reaches_it() -> Non
     ]
     output = final_bar(events, 120.0)
     assert "2/5" in output and "ETA 0:30" in output  # 10 s per attempt, 3 left (not 6)
-    done = [(130.0 + a, {"type": "attempt_finished", "outcome": "success", "done": a, "total": 8}) for a in (3, 4, 5)]
+    done: list[tuple[float, dict[str, object]]] = [
+        (130.0 + a, {"type": "attempt_finished", "outcome": "success", "done": a, "total": 8}) for a in (3, 4, 5)
+    ]
     assert "5/5" in final_bar([*events, *done, (140.0, skipped)], 140.0)  # a repeated skip is not counted twice
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -28,6 +27,7 @@ from green_agent.body_limits import BodyLimitMiddleware
 from green_agent.engine.attempt import ToolGateway
 from green_agent.engine.config import BattleConfig
 from green_agent.service.a2a_auth import OperatorContextBuilder, OperatorRequestHandler
+from green_agent.service.bounded_task_store import DEFAULT_MAX_TASK_HISTORY, BoundedHistoryTaskStore
 from green_agent.service.context import build_service_context
 from green_agent.service.operator_auth import OperatorAuthMiddleware, OperatorToken
 from green_agent.service.outbox import DEFAULT_RETENTION_S
@@ -84,6 +84,7 @@ def create_app(
     limits: ServiceLimits | None = None,
     outbox_retention_s: float = DEFAULT_RETENTION_S,
     pool: PoolSettings | None = None,
+    max_task_history: int = DEFAULT_MAX_TASK_HISTORY,
 ) -> Starlette:
     """The green agent as a Starlette app: A2A JSON-RPC at /, the agent card, /health, plus ``components``.
 
@@ -91,6 +92,8 @@ def create_app(
     one is generated and kept in ``app.state.operator_token``. ``limits`` bound what remote parties may ask for.
     ``outbox_retention_s``: how long backend events are retried; on start, undelivered events of earlier processes
     found in ``runs_dir`` are replayed in the background. ``pool``: this green agent's pool (``context.pool``).
+    ``max_task_history``: messages an A2A task keeps besides its first (a battle's last progress updates; see
+    :mod:`green_agent.service.bounded_task_store`).
     """
     context = build_service_context(
         card_url,
@@ -106,7 +109,7 @@ def create_app(
     battles = context.registry
     handler = OperatorRequestHandler(
         agent_executor=context.executor,
-        task_store=InMemoryTaskStore(),
+        task_store=BoundedHistoryTaskStore(max_task_history),
         agent_card=context.card,
         open_assessments=context.limits.open_assessments,
     )

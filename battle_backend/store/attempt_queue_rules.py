@@ -40,6 +40,9 @@ MAX_MEMBERS_LISTED = 256
 """Member ids one ``members`` answer lists (the most recently seen; ``count`` counts them all)."""
 MAX_MEMBERS_PER_POOL = 4096
 """Members kept per (pool, key); beyond, the least recently seen are forgotten."""
+MAX_UNPUBLISHED_MEMBERS = 4096
+"""Members kept in all across the pools without a published battle (anyone may call lease there, with any key);
+beyond, the least recently seen of them are forgotten."""
 MAX_MEMBERS_WINDOW_S = 3600.0
 """The longest window a ``members`` question may ask, and how long a member's row is kept after it was last seen."""
 

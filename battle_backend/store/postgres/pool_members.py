@@ -3,7 +3,8 @@ the database's ``now()``, so green agents on any machine can divide a per-provid
 (docs/design/providers.md, "Across a pool"). The rules are the SQLite store's
 (:mod:`battle_backend.store.sqlite.pool_members`): a member counts under the pool key it presented, only when that is
 the pool's key (or the pool has no published battle yet); rows not seen for :data:`MAX_MEMBERS_WINDOW_S` are
-deleted and at most :data:`MAX_MEMBERS_PER_POOL` kept per (pool, key). ``seen`` runs last in the caller's
+deleted, at most :data:`MAX_MEMBERS_PER_POOL` kept per (pool, key) and :data:`MAX_UNPUBLISHED_MEMBERS` in all across
+the pools without a published battle. ``seen`` runs last in the caller's
 transaction (after the attempt rows it locked), so lease and heartbeat transactions take their locks in one order.
 """
 
@@ -12,7 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from battle_backend.store.attempt_errors import PoolKeyRejected
-from battle_backend.store.attempt_queue_rules import MAX_MEMBERS_LISTED, MAX_MEMBERS_PER_POOL, MAX_MEMBERS_WINDOW_S
+from battle_backend.store.attempt_queue_rules import (
+    MAX_MEMBERS_LISTED,
+    MAX_MEMBERS_PER_POOL,
+    MAX_MEMBERS_WINDOW_S,
+    MAX_UNPUBLISHED_MEMBERS,
+)
 from battle_backend.store.attempt_records import PoolMembers
 
 NOT_THE_POOLS_KEY = "the presented pool key is not the one its attempts were published with"
@@ -21,9 +27,16 @@ if TYPE_CHECKING:
     from battle_backend.store.postgres.pool import Conn, PostgresPool
 
 
-async def _key_is_foreign(store: PostgresPool, conn: Conn, pool: str, digest: str) -> bool:
+_UNPUBLISHED = "NOT EXISTS (SELECT 1 FROM attempt_queues q WHERE q.pool = m.pool)"
+
+
+async def _digests(store: PostgresPool, conn: Conn, pool: str) -> set[str]:
     rows = await store._rows(conn, "SELECT DISTINCT key_sha256 FROM attempt_queues WHERE pool = %s", (pool,))
-    digests = {row["key_sha256"] for row in rows}
+    return {str(row["key_sha256"]) for row in rows}
+
+
+async def _key_is_foreign(store: PostgresPool, conn: Conn, pool: str, digest: str) -> bool:
+    digests = await _digests(store, conn, pool)
     return bool(digests) and digest not in digests
 
 
@@ -32,7 +45,8 @@ async def seen(store: PostgresPool, conn: Conn, pool: str, digest: str, worker_i
     await conn.execute(
         "DELETE FROM pool_members WHERE last_seen < now() - make_interval(secs => %s)", (MAX_MEMBERS_WINDOW_S,)
     )
-    if await _key_is_foreign(store, conn, pool, digest):
+    digests = await _digests(store, conn, pool)
+    if digests and digest not in digests:
         return
     await conn.execute(
         "INSERT INTO pool_members (pool, key_sha256, worker_id, last_seen) VALUES (%s, %s, %s, now())"
@@ -49,6 +63,16 @@ async def seen(store: PostgresPool, conn: Conn, pool: str, digest: str, worker_i
             " pool_members WHERE pool = %s AND key_sha256 = %s ORDER BY last_seen, worker_id LIMIT %s)",
             (pool, digest, pool, digest, kept - MAX_MEMBERS_PER_POOL),
         )
+    if not digests:  # a pool nobody published to: bounded with all such pools
+        row = await store._row(conn, f"SELECT COUNT(*) AS n FROM pool_members m WHERE {_UNPUBLISHED}", ())
+        unpublished = int(row["n"]) if row else 0
+        if unpublished > MAX_UNPUBLISHED_MEMBERS:
+            await conn.execute(
+                "DELETE FROM pool_members WHERE (pool, key_sha256, worker_id) IN (SELECT pool, key_sha256, worker_id"
+                f" FROM pool_members m WHERE {_UNPUBLISHED} ORDER BY last_seen, pool, key_sha256, worker_id"
+                " LIMIT %s FOR UPDATE SKIP LOCKED)",  # rows another call holds are not waited for (no deadlock)
+                (unpublished - MAX_UNPUBLISHED_MEMBERS,),
+            )
 
 
 async def members(store: PostgresPool, conn: Conn, pool: str, digest: str, window_s: float) -> PoolMembers:

@@ -16,7 +16,9 @@ import pytest
 from battle_backend.store.attempt_errors import PoolKeyRejected
 from battle_backend.store.attempt_queue_rules import MAX_MEMBERS_LISTED
 from battle_backend.store.attempt_records import PoolMembers
+from battle_backend.store.postgres import pool_members as postgres_members
 from battle_backend.store.protocol import TokenRejected
+from battle_backend.store.sqlite import pool_members as sqlite_members
 from tests.battle_backend.store.attempt_queue_support import (
     KEY,
     POOL,
@@ -93,3 +95,26 @@ async def test_a_page_and_its_counts_come_from_one_read(store: Any) -> None:
     ]
     with pytest.raises(TokenRejected):
         await store.attempts.attempts_page(battle_id, pool_key="another key")
+
+
+async def test_members_of_pools_without_battles_are_bounded_across_pools(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anyone may call lease on a pool nobody published to, with any key: each call used to add a row for an hour
+    (unbounded across pool names and keys). Rows of such pools are bounded in all (the least recently seen go);
+    the members of a pool with a published battle are never the ones dropped."""
+    bound = 8
+    for module in (sqlite_members, postgres_members):
+        monkeypatch.setattr(module, "MAX_UNPUBLISHED_MEMBERS", bound, raising=False)
+    clock = clock_of(store)
+    battle_id = await running_pool_battle(store)
+    await publish(store, battle_id, specs(1, 1))
+    await store.attempts.lease(POOL, KEY, "member", limit=1, ttl_s=600.0)
+    for n in range(3 * bound):
+        if clock is not None:
+            clock.now += 0.01
+        await store.attempts.lease(f"flood-{n}", f"key-{n}", f"w{n}", limit=1, ttl_s=60.0)
+    counts = [(await store.attempts.members(f"flood-{n}", f"key-{n}", 90.0)).count for n in range(3 * bound)]
+    assert sum(counts) <= bound, counts
+    assert counts[-1] == 1  # the latest caller is counted
+    assert (await store.attempts.members(POOL, KEY, 90.0)).worker_ids == ["member"]

@@ -2,11 +2,13 @@
 
 The green agent here keeps 4 messages per task besides the request, far fewer than a battle's progress updates: a
 streaming client still receives every event the battle wrote, ``tasks/get`` returns the request, the last 4 updates and
-the Result artifact, and a blocking ``message/send`` returns the same final task.
+the Result artifact, a blocking ``message/send`` returns the same final task, and a client that resubscribes mid-battle
+starts from the bounded task and receives every later event.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -16,11 +18,14 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers import get_data_parts
+from a2a.types.a2a_pb2 import SubscribeToTaskRequest, Task
 
 from green_agent.service.a2a_server import create_app
 from green_agent.service.operator_auth import OperatorToken
 from green_agent.wire.assessment import RESULT_ARTIFACT_NAME
-from launcher.cli.assessment_client import build_request_text
+from launcher.cli.assessment_client import TERMINAL_STATES, build_request_text, state_name
 from tests.green_agent.service.conftest import assess, white_agent
 from tests.support import TEST_OPERATOR_TOKEN
 from tests.support.servers import serve_app_factory
@@ -100,3 +105,53 @@ async def test_a_blocking_send_returns_the_final_task_with_its_result(bounded_gr
     (artifact,) = [a for a in task["artifacts"] if a["name"] == RESULT_ARTIFACT_NAME]
     result = next(p["data"] for p in artifact["parts"] if p["kind"] == "data")
     assert result["battle_id"] == "bounded-send" and result["status"] == summary["status"] == "completed"
+
+
+async def _resubscribe(green: str, task_id: str) -> tuple[Task, list[dict[str, Any]], dict[str, Any] | None, str]:
+    """``tasks/resubscribe`` with the SDK client: the snapshot, the streamed events, the Result data, the end state."""
+    snapshot: Task | None = None
+    events: list[dict[str, Any]] = []
+    result: dict[str, Any] | None = None
+    state = "working"
+    async with httpx.AsyncClient(timeout=120, headers={"Authorization": f"Bearer {TEST_OPERATOR_TOKEN}"}) as http:
+        card = await A2ACardResolver(http, green).get_agent_card()
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create(card)
+        async for response in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+            kind = response.WhichOneof("payload")
+            if kind == "task" and snapshot is None:
+                snapshot = response.task
+            elif kind == "status_update":
+                status = response.status_update.status
+                state = state_name(status.state)
+                data = get_data_parts(status.message.parts) if status.HasField("message") else []
+                events += [d["arena_event"] for d in data if isinstance(d, dict) and "arena_event" in d]
+            elif kind == "artifact_update" and response.artifact_update.artifact.name == RESULT_ARTIFACT_NAME:
+                found = get_data_parts(response.artifact_update.artifact.parts)
+                result = found[0] if found and isinstance(found[0], dict) else None
+            if state in TERMINAL_STATES:
+                break
+    assert snapshot is not None
+    return snapshot, events, result, state
+
+
+async def test_a_client_that_resubscribes_mid_battle_receives_every_later_event(bounded_green: str) -> None:
+    # Every attempt's agent stalls one turn for 0.5 s: the battle is still running when the second client arrives.
+    async with white_agent("flaky", seed=1, fault_rates={"no_reply": 1.0}, no_reply_s=0.5) as white:
+        config = {**CONFIG, "concurrency": 1}
+        first = asyncio.create_task(assess(bounded_green, white, config, battle_id="bounded-resubscribe"))
+        working: list[dict[str, Any]] = []
+        for _ in range(600):  # a bound that only turns a hang into a failure
+            listing = await _rpc(bounded_green, "ListTasks", {}, OPERATOR)
+            working = [t for t in listing["tasks"] if t["status"]["state"] == "TASK_STATE_WORKING"]
+            if working and len(working[0].get("history", [])) == KEPT + 1:
+                break
+            await asyncio.sleep(0.05)
+        assert len(working) == 1, working
+        snapshot, later, result, state = await _resubscribe(bounded_green, working[0]["id"])
+        outcome = await first
+    assert outcome.completed and state == "completed", (outcome, state)
+    assert len(snapshot.history) == KEPT + 1  # the snapshot a resubscriber starts from is the bounded task
+    assert later, "the resubscribed stream carried no progress event"
+    seen = [(e["type"], e["timestamp"]) for e in outcome.events]
+    assert [(e["type"], e["timestamp"]) for e in later] == seen[len(seen) - len(later) :]  # every later event
+    assert result == outcome.result

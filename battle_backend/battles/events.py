@@ -18,6 +18,9 @@ BATTLE_STARTED: Final = "battle_started"
 ATTEMPT_STARTED: Final = "attempt_started"
 ATTEMPT_FINISHED: Final = "attempt_finished"
 
+ATTEMPTS_SKIPPED: Final = "attempts_skipped"
+"""A pass^k certify battle did not run a task's remaining attempts (one failed): not attempts, not failures."""
+
 ATTEMPT_EVENTS: Final = (ATTEMPT_STARTED, ATTEMPT_FINISHED)
 """The events that mean an attempt ran (the ETA's clock starts at the first)."""
 
@@ -41,11 +44,14 @@ DURATION_S: Final = "duration_s"
 EXPLANATION: Final = "explanation"
 TRAJECTORY: Final = "trajectory"
 DONE: Final = "done"
+# attempts_skipped (and TASK_KEY)
+ATTEMPTS: Final = "attempts"
 TOTAL: Final = "total"
 
 READS: Final[dict[str, tuple[str, ...]]] = {
     BATTLE_STARTED: (TYPE, ATTEMPTS_TOTAL, K, RESUMED_ATTEMPTS, TASKS, CALIBRATION),
     ATTEMPT_STARTED: (TYPE,),
+    ATTEMPTS_SKIPPED: (TYPE, TASK_KEY, ATTEMPTS),
     ATTEMPT_FINISHED: (
         TYPE,
         TASK_KEY,

@@ -111,6 +111,8 @@ class LiveProgress:
     max_attempt: int = 0
     tasks_not_shown: int = 0
     """Tasks beyond the strip's bound (counted, not drawn)."""
+    skipped: int = 0
+    """Attempts a pass^k certify battle skipped at a task's first failure (left out of ``total``)."""
 
     @property
     def known(self) -> bool:
@@ -124,8 +126,11 @@ class LiveProgress:
 
     @property
     def done_text(self) -> str:
-        """``12 / 56`` (or ``12`` when the total is unknown)."""
-        return f"{self.done} / {self.total}" if self.total is not None else str(self.done)
+        """``12 / 56`` (or ``12`` when the total is unknown), and the attempts certify skipped if any."""
+        text = f"{self.done} / {self.total}" if self.total is not None else str(self.done)
+        if self.skipped:
+            text += f" ({self.skipped} skipped by certify: their task's pass^k was already 0)"
+        return text
 
     @property
     def pass1_text(self) -> str:
@@ -172,6 +177,7 @@ class ProgressTracker:
         self._calibration = False
         self._first_attempt_at: datetime | None = None
         self._finished_here = 0
+        self._skipped: set[AttemptKey] = set()
 
     def add(self, event: EventRecord) -> bool:
         """Fold one event in; True when it changed the progress. An unverified event (posted without the battle's
@@ -199,6 +205,8 @@ class ProgressTracker:
                     self._tasks.setdefault(task, None)
             self._calibration = self._calibration or started_says_calibration(payload)
             return True
+        if kind == ev.ATTEMPTS_SKIPPED:
+            return self._add_skipped(detail)
         keyed = finished_event_detail(payload)
         if keyed is None:
             return False
@@ -214,18 +222,33 @@ class ProgressTracker:
         self._reported_done = max(self._reported_done, done or 0)
         return True
 
+    def _add_skipped(self, detail: dict[str, Any]) -> bool:
+        """A pass^k certify battle's ``attempts_skipped``: attempts (1..k, at most k of them) that will never finish."""
+        task_key, attempts = detail.get(ev.TASK_KEY), detail.get(ev.ATTEMPTS)
+        if not isinstance(task_key, str) or not task_key or len(task_key) > MAX_NAME_CHARS:
+            return False
+        if not isinstance(attempts, list) or self._k <= 0:
+            return False
+        numbers = {n for a in attempts[:MAX_ATTEMPTS_SHOWN] if (n := int_of(a, low=1, high=self._k)) is not None}
+        if not numbers or len(self._skipped) >= MAX_TOTAL:
+            return False
+        self._skipped.update((task_key, n) for n in numbers)
+        return True
+
     def snapshot(self, *, now: datetime, running: bool) -> LiveProgress:
         """The progress as of ``now`` (an aware datetime, the backend's clock)."""
         outcomes = [cell.outcome for cell in self._cells.values()]
         successes, failures = outcomes.count("success"), outcomes.count("failure")
+        skipped = len(self._skipped - self._cells.keys())
+        total = None if self._total is None else max(self._total - skipped, 0)  # skipped attempts never finish
         done = max(len(self._cells), self._reported_done)
-        if self._total is not None:
-            done = min(done, max(self._total, len(self._cells)))
+        if total is not None:
+            done = min(done, max(total, len(self._cells)))
         interval = wilson_interval(successes, successes + failures)
         eta: float | None = None
-        if running and self._finished_here > 0 and self._first_attempt_at is not None and self._total is not None:
+        if running and self._finished_here > 0 and self._first_attempt_at is not None and total is not None:
             elapsed = max(0.0, (now - self._first_attempt_at).total_seconds())
-            eta = elapsed / self._finished_here * max(0, self._total - done)
+            eta = elapsed / self._finished_here * max(0, total - done)
         max_attempt = min(
             max([self._k, *(number for _, number in self._cells)], default=0), MAX_ATTEMPTS_SHOWN, MAX_ATTEMPT_NUMBER
         )
@@ -235,7 +258,7 @@ class ProgressTracker:
             for task in list(self._tasks)[:shown]
         ]
         return LiveProgress(
-            total=self._total,
+            total=total,
             done=done,
             successes=successes,
             failures=failures,
@@ -248,6 +271,7 @@ class ProgressTracker:
             rows=rows,
             max_attempt=max_attempt,
             tasks_not_shown=max(0, len(self._tasks) - len(rows)),
+            skipped=skipped,
         )
 
 

@@ -4,6 +4,7 @@ interval, ETA, per-task strip), and the same box pushed over SSE as the green ag
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -212,3 +213,46 @@ def test_a_task_key_with_dot_segments_gets_no_link() -> None:
     ]
     progress = live_progress(events, now=T0 + timedelta(seconds=20), running=True)
     assert "../../../../battles/x" not in [row.task_key for row in progress.rows]
+
+
+def skipped(seq: int, task: str, attempts: Any, seconds: float) -> EventRecord:
+    detail = {"type": "attempts_skipped", "task_key": task, "failed_attempt": 1, "attempts": attempts}
+    return event(seq, detail, seconds)
+
+
+def test_attempts_a_certify_battle_skipped_leave_the_total_and_say_so() -> None:
+    """A pass^k certify battle skips a task's remaining attempts at its first failure (``attempts_skipped``): they
+    never finish, so the box's total, ETA and "done" leave them out and its counter says how many were skipped."""
+    events = [
+        event(1, battle_started(TASKS, 4), 0),
+        finished(TASKS[0], 1, "failure", 10, total=8),
+        skipped(2, TASKS[0], [2, 3, 4], 10),
+        skipped(3, TASKS[0], [2, 3, 4], 11),  # told again (a resume after a kill): counted once
+        finished(TASKS[1], 1, "success", 20, total=8),
+    ]
+    progress = live_progress(events, now=T0 + timedelta(seconds=20), running=True)
+    assert (progress.done, progress.total, progress.skipped) == (2, 5, 3)
+    assert progress.done_text == "2 / 5 (3 skipped by certify: their task's pass^k was already 0)"
+    assert progress.eta_s == pytest.approx(15.0)  # 10 s since the first attempt event for 2, 3 left (not 6)
+    rest = [finished(TASKS[1], a, "success", 20 + a, total=8) for a in (2, 3, 4)]
+    assert live_progress([*events, *rest], now=T0 + timedelta(seconds=30), running=True).eta_text == "done"
+
+
+def test_a_hostile_or_unverified_skip_changes_nothing() -> None:
+    tracker = ProgressTracker()
+    tracker.add(event(1, battle_started(TASKS, 4), 0))
+    hostile: list[Any] = [[10**9, True, "2", None], "2,3", None, list(range(1, 5000))]
+    assert [tracker.add(skipped(i, TASKS[0], a, i)) for i, a in enumerate(hostile, start=2)] == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    assert tracker.snapshot(now=T0, running=True).skipped == 4  # attempts 1..k only (k = 4)
+    assert not tracker.add(skipped(9, ["x"], [2], 9))  # type: ignore[arg-type]
+    unverified = skipped(10, TASKS[1], [2, 3], 10)
+    tracker2 = ProgressTracker()
+    tracker2.add(event(1, battle_started(TASKS, 4), 0))
+    posted = dataclasses.replace(unverified, verified=False)
+    assert not tracker2.add(posted)
+    assert tracker2.snapshot(now=T0, running=True).skipped == 0

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from battle_backend.battles.tolerant import int_of
+
 MAX_CERT_TEXT = 300
 """Longest claim / baseline / task key the certification box shows (longer text is cut, then escaped)."""
 
@@ -36,6 +38,9 @@ class CertificationView(BaseModel):
     order_seed: int
     waiting_for: str | None = None
     baseline: str | None = None
+    task_stop: Any = None
+    """pass^k claims: the within-task stop (``attempts_skipped``, ``tasks_stopped``, ``tasks_cut``); read
+    tolerantly by :attr:`task_stop_text` (a malformed one leaves only its row out)."""
 
     @property
     def claim_text(self) -> str:
@@ -48,6 +53,21 @@ class CertificationView(BaseModel):
     @property
     def waiting_text(self) -> str | None:
         return None if self.waiting_for is None else _cut(self.waiting_for)
+
+    @property
+    def task_stop_text(self) -> str | None:
+        """What the within-task stop of a pass^k claim skipped, in words (None without one, or when malformed)."""
+        stop = self.task_stop if isinstance(self.task_stop, dict) else {}
+        skipped, stopped = int_of(stop.get("attempts_skipped"), low=0), int_of(stop.get("tasks_stopped"), low=0)
+        if skipped is None or stopped is None:
+            return None
+        cut = int_of(stop.get("tasks_cut"), low=0) or 0
+        return (
+            f"{skipped} attempt(s) of {stopped} task(s) not run after the task's first failure (its pass^k was "
+            "already 0; not failures of the agent); pass^j is read from each task's leading passes, pass@j for "
+            "j >= 2 is not estimable"
+            + (f"; {cut} task(s) cut by the battle's stop are left out of pass^j above their attempts" if cut else "")
+        )
 
     @property
     def attempts_saved(self) -> str:

@@ -5,6 +5,7 @@ leave the box out instead of failing the page."""
 
 from __future__ import annotations
 
+import html as html_module
 from typing import Any
 
 from battle_backend.battles.arena_results import arena_schema_problem, parse_arena_result
@@ -99,3 +100,19 @@ def test_a_battle_without_certify_has_no_box() -> None:
     data.pop("certification")
     assert build_result_view(data).certification is None
     assert 'id="certification"' not in page(data)
+
+
+def test_a_pass_k_claim_says_its_tasks_stopped_at_their_first_failure() -> None:
+    """A pass^k certify battle skips a task's remaining attempts at its first failure (``task_stop``, issue 28): the
+    page says how many and that they are not failures of the agent, since the grid shows them as not run."""
+    stop = {"rule": "stop_task_at_first_failure", "attempts_skipped": 7, "tasks_stopped": 3, "tasks_cut": 1}
+    html = page(certified_result(task_stop={**stop, "skipped": [], "note": "n"}))
+    row = html[html.index('id="certification-task-stop"') :]
+    row = html_module.unescape(row[: row.index("</tr>")])
+    assert "7 attempt(s) of 3 task(s) not run after the task's first failure" in row
+    assert "not failures of the agent" in row and "1 task(s) cut by the battle's stop" in row
+    for bad in ("7", {"attempts_skipped": "7"}, {"attempts_skipped": -1, "tasks_stopped": 3}):
+        data = certified_result(task_stop=bad)
+        html = page(data)
+        assert 'id="certification"' in html and 'id="certification-task-stop"' not in html, bad
+    assert 'id="certification-task-stop"' not in page(certified_result())

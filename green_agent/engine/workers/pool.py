@@ -289,8 +289,6 @@ class WorkerPool:
         """Stop every worker: end of input, a grace period to close sandboxes and pools, then SIGKILL. Never leaves
         a process behind, also when cancelled while it waits."""
         self._closed = True
-        if self._shares is not None:
-            self._shares.release()
         try:
             for worker in self._workers:
                 if worker.process.stdin is not None and not worker.process.stdin.is_closing():
@@ -301,13 +299,17 @@ class WorkerPool:
                     async with asyncio.timeout(STOP_GRACE_S):
                         await asyncio.gather(*waits)
         finally:
-            for worker in self._workers:
-                self._kill(worker, "was stopped")
-            await asyncio.gather(*(w.process.wait() for w in self._workers), return_exceptions=True)
-            readers = [w.reader for w in self._workers if w.reader is not None]
-            for reader in readers:
-                reader.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
+            try:
+                for worker in self._workers:
+                    self._kill(worker, "was stopped")
+                await asyncio.gather(*(w.process.wait() for w in self._workers), return_exceptions=True)
+                readers = [w.reader for w in self._workers if w.reader is not None]
+                for reader in readers:
+                    reader.cancel()
+                await asyncio.gather(*readers, return_exceptions=True)
+            finally:  # only once they stopped (they may have had model calls in flight), and also when cancelled
+                if self._shares is not None:
+                    self._shares.release()
 
 
 MIN_IN_FLIGHT_PER_WORKER = 16

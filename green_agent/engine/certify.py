@@ -148,6 +148,19 @@ class CertifyTracker:
         return first_failure_summary(trials, k, seed, note)
 
 
+def stopped_summary(
+    config: BattleConfig, trials: dict[str, list[bool | None]], finished: Sequence[AttemptResult]
+) -> TrialsSummary | None:
+    """The summary of a battle with ``config`` whose tasks stopped at their first failure (a pass^k certify claim),
+    as :meth:`CertifyTracker.summarize` makes it, for a reader that has the attempts but no tracker (``arena
+    regrade``); None for any other battle (the usual summary applies)."""
+    certify = config.certify
+    if certify is None or not stops_within_task(config.k, certify.j, certify.compare is not None):
+        return None
+    note = task_stop_record(by_attempt(finished), config.k).note
+    return first_failure_summary(trials, config.k, config.seed, note)
+
+
 def by_attempt(finished: Sequence[AttemptResult]) -> dict[str, dict[int, bool | None]]:
     """Task key -> attempt number -> outcome of the recorded attempts."""
     out: dict[str, dict[int, bool | None]] = {}

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from green_agent.engine.certify import stopped_summary
 from green_agent.engine.config import ConfigError
 from green_agent.engine.consistency import battle_consistency
 from green_agent.engine.fingerprint import Fingerprint
@@ -280,7 +281,8 @@ def regrade_run(run_dir: Path, out_dir: Path) -> RegradeReport:
         update={
             "battle_id": battle_id,
             "attempts": new_attempts,
-            "summary": summarize_trials(trials, k_max=old.config.k, seed=old.config.seed),
+            "summary": stopped_summary(old.config, trials, new_attempts)  # tasks stopped at a first failure
+            or summarize_trials(trials, k_max=old.config.k, seed=old.config.seed),
             "failure_breakdown": dict(
                 sorted(Counter(a.failure.category.value for a in new_attempts if a.failure is not None).items())
             ),

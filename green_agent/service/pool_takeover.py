@@ -7,9 +7,11 @@ such battle (``take_over``); while the owner heartbeats the answer is ``OwnerSti
 owner has been silent for the queue's ``owner_ttl_s`` the claim wins and carries the battle's token: the battle is
 started here through the service's :class:`~green_agent.service.running_battles.BattleRegistry` (run directory
 ``runs/<battle id>/``, resumed when that holds an unfinished run of it), reporting to the pool's backend with the
-token. The registry makes it a pooled owner (green_agent/service/pool_owner.py): its publish finds every attempt
-``already`` there, its collector takes the finished ones from the store at once, the pool's members finish the rest,
-and the result it posts is computed from all stored attempts.
+token, and under the white agent's name the owner's payload carried (``PooledBattle.white_name``). The registry makes
+it a pooled owner (green_agent/service/pool_owner.py): what it publishes the store answers ``already`` (the attempts
+the owner published), its collector takes the finished ones from the store at once, the pool's members finish the
+rest (attempts the dead owner published and still open are leased as before), the new owner publishes what the dead
+one never did, and the result it posts is computed from all stored attempts.
 
 A battle running here already (this green agent is its owner, or took it over before) is never claimed nor started
 twice; a battle the backend no longer runs, or refuses us, is forgotten. What the store or the payload says is
@@ -112,7 +114,8 @@ class PoolTakeover:
         if not answer.battle_token:
             log.warning("pool takeover: the backend named us owner of %s without its token", battle_id)
             return
-        target = BackendTarget(self._settings.backend_url, answer.battle_token)
+        # The winner is posted under the white agent's name the owner published (battle_start's, on its disk only).
+        target = BackendTarget(self._settings.backend_url, answer.battle_token, battle.white_name or "white_agent")
         try:
             self._registry.start(battle_id, battle.white_agent_url, battle.config, backend=target, resume=None)
         except CapacityError as error:  # busy: we are its owner now, the next check starts it

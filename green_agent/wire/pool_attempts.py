@@ -32,6 +32,8 @@ MAX_RESULT_BYTES = 900 * 1024
 """A recorded result travels in one request (the backend's ``max_request_bytes``, 1 MiB by default, with room for
 the lease around it): past this the trajectory is left out of the result (``trajectory_dropped``)."""
 MAX_TRAJECTORY_RECORDS = 10_000
+MAX_WHITE_NAME_CHARS = 512
+"""The white agent's name a payload carries at most (as ``backend_target.json`` keeps it)."""
 
 
 class _Body(BaseModel):
@@ -44,6 +46,10 @@ class PooledBattle(_Body):
     battle_id: str = Field(min_length=1, max_length=200)
     white_agent_url: str = Field(min_length=1, max_length=4096)
     config: BattleConfig
+    white_name: str | None = Field(default=None, min_length=1, max_length=MAX_WHITE_NAME_CHARS)
+    """The white agent's name the battle's winner is posted under (``battle_start``'s opponent), so that a member
+    taking the battle over posts it too; None: the default ``white_agent`` (and left out of the payload, which
+    members that predate the field refuse)."""
 
 
 class PooledAttempt(_Body):
@@ -59,7 +65,9 @@ class PooledAttempt(_Body):
 
     def payload(self) -> dict[str, Any]:
         """The JSON object to publish (ValueError when it exceeds :data:`MAX_PAYLOAD_BYTES`)."""
-        data: dict[str, Any] = self.model_dump(mode="json")
+        data: dict[str, Any] = self.model_dump(
+            mode="json", exclude={"battle": {"white_name"}} if self.battle.white_name is None else None
+        )
         size = len(json.dumps(data, separators=(",", ":")).encode("utf-8"))
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload: {size} bytes exceed {MAX_PAYLOAD_BYTES}")

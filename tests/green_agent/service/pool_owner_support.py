@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from green_agent.engine.config import BattleConfig
-from green_agent.engine.results import AttemptResult, TerminationReason
+from green_agent.engine.results import AttemptResult, AttemptUsage, TerminationReason, TokenUsage
 from green_agent.service.attempt_lease_client import AttemptLeaseClient
 from green_agent.service.outbox import RetryPolicy
 from green_agent.service.pool_member import PoolMember
@@ -29,9 +29,9 @@ WHITE = "http://127.0.0.1:9/"
 Misbehaviour = Literal["invalid", "raise", "other_attempt"]
 
 
-def config(tasks: int, k: int, concurrency: int = 4) -> BattleConfig:
+def config(tasks: int, k: int, concurrency: int = 4, **more: Any) -> BattleConfig:
     fields = {"domain": "retail", "split": "test", "task_index": list(range(tasks)), "k": k}
-    return BattleConfig.model_validate({**fields, "concurrency": concurrency})
+    return BattleConfig.model_validate({**fields, "concurrency": concurrency, **more})
 
 
 def settings(backend: PoolBackend, worker_id: str) -> PoolSettings:
@@ -58,9 +58,11 @@ def fake_run(
     seen: Callable[[PooledBattle, str], None] | None = None,
     backend_url: str = "",
     hold: Callable[[int], asyncio.Event | None] = lambda index: None,
+    cost_usd: float | None = None,
 ) -> Callable[[LeaseOut], Coroutine[Any, Any, dict[str, Any]]]:
-    """A member's ``run_attempt``: the payload validated, a scripted result (with a one-record trajectory); the
-    attempts of a task whose ``hold(index)`` is an event wait for it first."""
+    """A member's ``run_attempt``: the payload validated, a scripted result (with a one-record trajectory; costing
+    the agent ``cost_usd`` when given); the attempts of a task whose ``hold(index)`` is an event wait for it
+    first."""
     scripted = misbehave or {}
 
     async def run_attempt(lease: LeaseOut) -> dict[str, Any]:
@@ -90,6 +92,9 @@ def fake_run(
             termination_reason=TerminationReason.AGENT_STOP,
             trajectory_file="../../etc/passwd",
         )
+        if cost_usd is not None:
+            agent = TokenUsage(calls=1, reported=1, cost_usd=cost_usd, cost_source="reported")
+            result.usage = AttemptUsage(agent=agent)
         pooled = PooledResult(worker_id=worker_id, result=result, trajectory=[record_of(job.index, job.attempt)])
         return pooled.model_dump(mode="json")
 

@@ -38,8 +38,9 @@ class PoolBackend:
     group: ProcessGroup
     """The test's process group (the backend; members started in their own process)."""
 
-    async def battle(self) -> tuple[str, str]:
-        """A running battle: (its id, the battle token its green agent received)."""
+    async def battle(self, white_name: str = "white_agent") -> tuple[str, str]:
+        """A running battle against an opponent named ``white_name``: (its id, the battle token its green agent
+        received)."""
         agents: dict[str, str] = {}
         for alias, green in (("green", True), ("white", False)):
             body: dict[str, Any] = {
@@ -49,7 +50,7 @@ class PoolBackend:
                 "is_green": green,
             }
             if green:
-                body["participant_requirements"] = [{"role": "blue_agent", "name": "white_agent", "required": True}]
+                body["participant_requirements"] = [{"role": "blue_agent", "name": white_name, "required": True}]
             answer = await self.http.post(f"{self.url}/agents", json=body)
             assert answer.status_code == 201, answer.text
             agents[alias] = answer.json()["agent_id"]
@@ -57,7 +58,7 @@ class PoolBackend:
             f"{self.url}/battles",
             json={
                 "green_agent_id": agents["green"],
-                "opponents": [{"name": "white_agent", "agent_id": agents["white"]}],
+                "opponents": [{"name": white_name, "agent_id": agents["white"]}],
             },
         )
         assert created.status_code == 201, created.text

@@ -2,7 +2,9 @@
 scripted results: every attempt published, collected and journaled exactly once, the summary the results say;
 results that do not validate, name another attempt, or an attempt failed in the harness on every try are harness
 errors (excluded from n), never the agent's; trajectories written into the owner's run directory as a local
-attempt's; a resumed owner publishes only what its run directory lacks; a battle reporting nowhere is not pooled.
+attempt's; a resumed owner publishes only what its run directory lacks; a battle reporting nowhere is not pooled;
+attempts are published as the battle starts them, so no more than its concurrency are out at once (members hold no
+more, the store lists no more published and not done) and a budget stop leaves nothing more for members to lease.
 
 Waits are bounded (``asyncio.timeout``) only to turn a hang into a failure; nothing asserts on durations.
 """
@@ -10,7 +12,9 @@ Waits are bounded (``asyncio.timeout``) only to turn a hang into a failure; noth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +25,11 @@ from green_agent.engine.battle import Battle
 from green_agent.engine.events import BattleEvent
 from green_agent.engine.results import FailureCategory, FaultAuthor
 from green_agent.engine.tau.scoring import ScoringPool
-from green_agent.service.attempt_lease_client import AttemptLeaseClient, LeaseBackendDown
+from green_agent.service.attempt_lease_client import AttemptLeaseClient, AttemptQueueMissing, LeaseBackendDown
 from green_agent.service.backend_target import BackendTarget
 from green_agent.service.pool_owner import PoolOwner, pool_runners
 from green_agent.statistics import summarize_trials
-from green_agent.wire.attempt_leases import AttemptsResponse
+from green_agent.wire.attempt_leases import AttemptsResponse, LeaseOut
 from tests.green_agent.service.pool_owner_support import (
     KEY,
     POOL,
@@ -127,10 +131,11 @@ async def test_a_resumed_owner_publishes_only_what_its_run_directory_lacks(tmp_p
                 battle_id, WHITE, cfg, scoring=scoring, runs_dir=runs_dir, resume=True, attempt_runners=runners
             )
             result = await resumed.run()
-    assert [(o.published.added, o.published.already) for o in owners if o.published] == [
-        (12, 0),
-        (0, 12 - len(carried)),
-    ]
+    first_added = owners[0].published.added if owners[0].published else 0
+    assert len(carried) <= first_added < 12  # published as the battle started them, not all on enter
+    assert owners[1].published is not None and owners[0].published is not None
+    assert owners[0].published.already == 0 and first_added + owners[1].published.added == 12
+    assert owners[1].published.already <= first_added - len(carried)  # the rest the store held is collected
     assert {(ref.key, a) for ref, a in owners[1].plan.attempts}.isdisjoint(carried)
     lines = journal(first.run_dir)
     assert len(lines) == 12 and len(set(lines)) == 12
@@ -197,3 +202,80 @@ async def test_a_queue_that_cannot_be_read_ends_the_attempts_as_harness_errors_n
     for attempt in result.attempts:
         assert attempt.failure is not None and attempt.failure.fault_author == FaultAuthor.HARNESS
         assert why in attempt.failure.detail
+
+
+def _peak_tracked(
+    run: Callable[[LeaseOut], Coroutine[Any, Any, dict[str, Any]]], live: list[int]
+) -> Callable[[LeaseOut], Coroutine[Any, Any, dict[str, Any]]]:
+    """``run`` counting the attempts members hold at once: live[0] now, live[1] the most so far."""
+
+    async def tracked(lease: LeaseOut) -> dict[str, Any]:
+        live[0] += 1
+        live[1] = max(live[1], live[0])
+        try:
+            return await run(lease)
+        finally:
+            live[0] -= 1
+
+    return tracked
+
+
+async def test_a_pooled_battle_never_has_more_attempts_out_than_its_concurrency(tmp_path: Path) -> None:
+    cfg = config(tasks=10, k=2, concurrency=3)  # two members of capacity 4: 8 could run at once
+    live = [0, 0]
+    open_peak = 0
+    async with pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend, client(backend) as lease_client:
+        battle_id, token = await backend.battle()
+
+        def runners(plan: AttemptPlan) -> PoolOwner:
+            return PoolOwner(plan, settings(backend, "owner"), token, idle_s=0.05)
+
+        async def watch_counts() -> None:
+            nonlocal open_peak
+            while True:
+                with contextlib.suppress(AttemptQueueMissing):  # nothing published yet
+                    counts = (await lease_client.read(battle_id, token=token, limit=1)).counts
+                    open_peak = max(open_peak, counts.get("available", 0) + counts.get("leased", 0))
+                await asyncio.sleep(0.01)
+
+        runs = [_peak_tracked(fake_run(f"member-{n}", pause_s=0.05), live) for n in range(2)]
+        battle = Battle(
+            battle_id, WHITE, cfg, scoring=ScoringPool(max_workers=1, warm=False), runs_dir=tmp_path / "runs",
+            attempt_runners=runners,
+        )  # fmt: skip
+        async with members(backend, runs), asyncio.timeout(LIMIT_S):
+            watcher = asyncio.create_task(watch_counts())
+            try:
+                result = await battle.run()
+            finally:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+        stored = await lease_client.read(battle_id, token=token, limit=100)
+    assert result.status == "completed" and len(result.attempts) == 20 and result.infrastructure_errors == 0
+    assert {state: n for state, n in stored.counts.items() if n} == {"done": 20}
+    assert 1 <= live[1] <= 3, live  # members never held more than the battle's concurrency at once
+    assert 1 <= open_peak <= 3, open_peak  # nor did the store hold more published and not done
+
+
+async def test_a_budget_stop_publishes_nothing_more(tmp_path: Path) -> None:
+    cfg = config(tasks=10, k=2, concurrency=2, max_cost_usd=0.3)  # each attempt costs 0.1: stops after 3
+    async with pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend, client(backend) as lease_client:
+        battle_id, token = await backend.battle()
+
+        def runners(plan: AttemptPlan) -> PoolOwner:
+            return PoolOwner(plan, settings(backend, "owner"), token, idle_s=0.05)
+
+        battle = Battle(
+            battle_id, WHITE, cfg, scoring=ScoringPool(max_workers=1, warm=False), runs_dir=tmp_path / "runs",
+            attempt_runners=runners,
+        )  # fmt: skip
+        async with members(backend, [fake_run("member-0", pause_s=0.05, cost_usd=0.1)]), asyncio.timeout(LIMIT_S):
+            result = await battle.run()
+        stored = await lease_client.read(battle_id, token=token, limit=100)
+    assert result.budget_stop is not None and result.budget_stop.reason == "max_cost_usd"
+    assert 3 <= len(result.attempts) <= 4, len(result.attempts)  # the third spends it; one more may be in flight
+    assert battle.run_dir is not None and len(journal(battle.run_dir)) == len(result.attempts)
+    # Only the attempts the battle started were published: all done and collected, none left for members to lease.
+    assert {state: n for state, n in stored.counts.items() if n} == {"done": len(result.attempts)}, stored.counts
+    assert {(a.task_key, a.attempt) for a in stored.attempts} == {(a.task_key, a.attempt) for a in result.attempts}

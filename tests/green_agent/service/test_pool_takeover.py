@@ -18,12 +18,13 @@ from green_agent.engine.battle import Battle
 from green_agent.engine.config import BattleConfig
 from green_agent.engine.events import BattleEvent
 from green_agent.engine.tau.scoring import ScoringPool
+from green_agent.engine.tau.tasks import select_tasks
 from green_agent.service.pool_owner import PoolOwner
 from green_agent.service.pool_takeover import PoolTakeover
 from green_agent.service.running_battles import BattleRegistry
 from green_agent.statistics import summarize_trials
 from green_agent.wire.attempt_leases import AttemptIn
-from green_agent.wire.pool_attempts import PooledBattle
+from green_agent.wire.pool_attempts import PooledAttempt, PooledBattle
 from tests.green_agent.service.pool_owner_support import (
     WHITE,
     client,
@@ -150,3 +151,60 @@ async def test_a_battle_running_on_the_member_itself_is_not_claimed(tmp_path: Pa
                 await watching
             gate.set()
             await registry.aclose()
+
+
+async def test_a_taken_over_battle_posts_its_winner_under_the_white_agents_name(tmp_path: Path) -> None:
+    name = "blue-one"  # battle_start's opponent name: the dead owner kept it on its own disk only
+    cfg = BattleConfig.model_validate(
+        {"domain": "retail", "split": "test", "task_index": [2, 7], "k": 2, "concurrency": 4}
+    )  # every attempt a success (reward()): the white agent wins
+    refs = await asyncio.to_thread(select_tasks, cfg)
+    async with pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend, client(backend) as b_client:
+        battle_id, token = await backend.battle(white_name=name)
+        pooled = PooledBattle(battle_id=battle_id, white_agent_url=WHITE, config=cfg, white_name=name)
+        attempts = [
+            AttemptIn(
+                task_key=ref.key,
+                attempt=a,
+                payload=PooledAttempt(
+                    battle=pooled, domain=ref.domain, split=ref.split, index=ref.index, task_id=ref.task_id, attempt=a
+                ).payload(),
+            )
+            for ref in refs
+            for a in (1, 2)
+        ]
+        # The owner published its battle and died at once: it never heartbeats.
+        await b_client.publish(battle_id, token, owner_worker="dead-owner", attempts=attempts, owner_ttl_s=0.5)
+        b_settings = settings(backend, "green-b")
+        registry = BattleRegistry(
+            scoring=ScoringPool(max_workers=1, warm=False),
+            runs_dir=tmp_path / "b-runs",
+            default_config=BattleConfig(),
+            pool=b_settings,
+        )
+        takeover = PoolTakeover(registry, b_settings, b_client, check_every_s=0.1)
+        watching = asyncio.create_task(takeover.run())
+        b_member = fake_run("member-b", seen=takeover.battle_seen, backend_url=backend.url)
+        try:
+            async with members(backend, [b_member]), asyncio.timeout(LIMIT_S):
+                while not takeover.taken:
+                    await asyncio.sleep(0.05)
+                record = registry.get(battle_id)
+                assert record is not None and record.task is not None
+                result = await record.task
+                while True:  # the result is delivered in the background
+                    answer = await backend.http.get(f"{backend.url}/battles/{battle_id}")
+                    if answer.json()["state"] != "running":
+                        break
+                    await asyncio.sleep(0.1)
+        finally:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+            await registry.aclose()
+    assert takeover.taken == [battle_id]
+    assert result.status == "completed" and len(result.attempts) == 4
+    assert all(a.outcome == "success" for a in result.attempts)
+    posted = answer.json()
+    assert posted["state"] == "finished", posted.get("error")
+    assert posted["result"]["winner"] == name  # not the default "white_agent"

@@ -122,3 +122,20 @@ def test_trim_keeps_the_first_message_and_the_last_ones() -> None:
 def test_a_negative_bound_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="max_history"):
         BoundedHistoryTaskStore(max_history=-1)
+
+
+@asyncio_test
+async def test_what_the_store_hands_out_is_a_copy() -> None:
+    """The store keeps the task it is given uncopied (the SDK's working snapshot); nobody it answers can change it."""
+    store = BoundedHistoryTaskStore(max_history=5)
+    context = ServerCallContext()
+    await store.save(Task(id="t", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_WORKING)), context)
+    got = await store.get("t", context)
+    assert got is not None
+    got.status.state = TaskState.TASK_STATE_FAILED
+    listed = await store.list(ListTasksRequest(), context)
+    listed.tasks[0].ClearField("status")  # what the SDK's tasks/list does to artifacts, say
+    again = await store.get("t", context)
+    assert again is not None and again is not got and again.status.state == TaskState.TASK_STATE_WORKING
+    await store.delete("t", context)
+    assert await store.get("t", context) is None

@@ -83,7 +83,16 @@ def pool_runners(
     the pool's backend; None otherwise (the battle runs its attempts as today). A battle this green agent's own member
     would refuse (``check_admissible`` against the ``operator``'s config: tools served natively, an LLM user other
     than the operator's, caps above its) is not pooled either: it runs here as today."""
-    if settings is None or target is None or not target.token or not settings.serves(target.url):
+    if settings is None or target is None or not target.token:
+        return None
+    if not settings.serves(target.url):  # e.g. another replica's address, or localhost against 127.0.0.1
+        log.warning(
+            "battle reports to %s, not to pool %s's backend %s: its attempts run here, unpooled (give every green "
+            "agent of the pool the address its battles report to as --pool-backend)",
+            target.url,
+            settings.name,
+            settings.backend_url,
+        )
         return None
     try:
         check_admissible(config, operator)

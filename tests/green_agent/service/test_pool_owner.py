@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -279,3 +280,18 @@ async def test_a_budget_stop_publishes_nothing_more(tmp_path: Path) -> None:
     # Only the attempts the battle started were published: all done and collected, none left for members to lease.
     assert {state: n for state, n in stored.counts.items() if n} == {"done": len(result.attempts)}, stored.counts
     assert {(a.task_key, a.attempt) for a in stored.attempts} == {(a.task_key, a.attempt) for a in result.attempts}
+
+
+def test_a_pool_agents_battle_reporting_elsewhere_says_why_it_is_not_pooled(caplog: pytest.LogCaptureFixture) -> None:
+    """A battle of a pool agent that reports to another address than --pool-backend (another replica, localhost
+    against 127.0.0.1) runs unpooled: the operator is told, naming both addresses, not left guessing."""
+    from green_agent.service.pool_settings import PoolSettings
+
+    cfg = config(tasks=1, k=2)
+    pool = PoolSettings(name="p", backend_url="http://127.0.0.1:8000/", key="the-secret-key", worker_id="w")
+    with caplog.at_level(logging.WARNING, logger="green_agent.service.pool_owner"):
+        assert pool_runners(pool, BackendTarget("http://localhost:8000", "token"), cfg, cfg) is None
+    [record] = [r for r in caplog.records if r.name == "green_agent.service.pool_owner"]
+    assert record.levelno == logging.WARNING
+    assert "http://localhost:8000" in record.getMessage() and "http://127.0.0.1:8000/" in record.getMessage()
+    assert "the-secret-key" not in record.getMessage()

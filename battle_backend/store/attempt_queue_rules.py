@@ -45,6 +45,8 @@ MAX_UNPUBLISHED_MEMBERS = 4096
 beyond, the least recently seen of them are forgotten."""
 MAX_MEMBERS_WINDOW_S = 3600.0
 """The longest window a ``members`` question may ask, and how long a member's row is kept after it was last seen."""
+NOT_THE_POOLS_KEY = "the presented pool key is not the one its attempts were published with"
+"""Why a ``members`` question with another key than the pool's battles were published with is refused (both stores)."""
 
 
 def key_digest(pool_key: str) -> str:

@@ -20,10 +20,9 @@ from battle_backend.store.attempt_queue_rules import (
     MAX_MEMBERS_PER_POOL,
     MAX_MEMBERS_WINDOW_S,
     MAX_UNPUBLISHED_MEMBERS,
+    NOT_THE_POOLS_KEY,
 )
 from battle_backend.store.attempt_records import PoolMembers
-
-NOT_THE_POOLS_KEY = "the presented pool key is not the one its attempts were published with"
 
 
 def _digests(conn: sqlite3.Connection, pool: str) -> set[str]:

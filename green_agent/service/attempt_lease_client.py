@@ -40,7 +40,9 @@ from green_agent.wire.attempt_leases import (
     MAX_ATTEMPTS_PER_PUBLISH,
     MAX_ERROR_CHARS,
     MAX_LEASES_PER_CALL,
+    MAX_MEMBERS_WINDOW_S,
     MAX_PAGE,
+    MIN_MEMBERS_WINDOW_S,
     AttemptIn,
     AttemptsResponse,
     HeartbeatRequest,
@@ -215,9 +217,9 @@ class AttemptLeaseClient:
     async def members(
         self, *, window_s: float = DEFAULT_MEMBERS_WINDOW_S, deadline: float | None = None
     ) -> MembersResponse:
-        """The pool's members seen within ``window_s`` (whole seconds, 1 to 3600): every lease and heartbeat call
-        records its worker. ``deadline`` (``time.monotonic()``) bounds the retries."""
-        seconds = max(1, min(round(window_s), 3600))
+        """The pool's members seen within ``window_s`` (whole seconds, MIN_MEMBERS_WINDOW_S to MAX_MEMBERS_WINDOW_S):
+        every lease and heartbeat call records its worker. ``deadline`` (``time.monotonic()``) bounds the retries."""
+        seconds = max(MIN_MEMBERS_WINDOW_S, min(round(window_s), MAX_MEMBERS_WINDOW_S))
         path = f"/pools/{quote(self.pool, safe='')}/members?window_s={seconds}"
         return await self._call("members", "GET", path, MembersResponse, key=True, deadline=deadline)
 

@@ -7,7 +7,8 @@ share. This one speaks just the HTTP/1.1 of loopback clients on asyncio streams 
 head, a body by Content-Length or chunked; the reply is buffered and sent with its Content-Length.
 
 Upstream connections are kept alive for at most ``KEEPALIVE_S`` (uvicorn closes idle ones after 5 s); a request on
-a connection that fails is tried again on a new one, three tries in all, then answered with a 502 (before: 500).
+a connection that fails is tried again on a new one, three tries in all, then answered with a 502 (before: 500); one
+the upstream does not answer within ``UPSTREAM_TIMEOUT_S`` is answered with a 502 at once (not retried).
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ class Upstream:
                     status = first.split(b" ", 2)[1] if first.count(b" ") else b""
                     no_body = head_only or status in (b"204", b"304") or status.startswith(b"1")
                     body = b"" if no_body else await read_body(reader, headers, to_eof=True)
+            except TimeoutError:  # an OSError too, but an upstream that did not answer in time is not tried again
+                writer.close()
+                raise
             except (OSError, asyncio.IncompleteReadError, Malformed, ValueError, IndexError):
                 writer.close()
                 if attempt == TRIES - 1:

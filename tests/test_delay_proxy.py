@@ -96,3 +96,29 @@ def test_the_proxy_delays_posts_and_forwards_bodies_intact(monkeypatch: pytest.M
             await asyncio.gather(proxy, dead, return_exceptions=True)
 
     asyncio.run(main())
+
+
+def test_an_upstream_that_does_not_answer_in_time_is_not_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TimeoutError is an OSError: the upstream's time limit must not start the retries meant for broken connections
+    (three times the limit, and the call sent three times)."""
+    monkeypatch.setattr(delay_proxy, "UPSTREAM_TIMEOUT_S", 0.2)
+    connections: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)  # reads nothing, answers nothing
+
+    async def main() -> None:
+        (port,) = free_ports(1)
+        server = await asyncio.start_server(silent, "127.0.0.1", port)
+        try:
+            upstream = delay_proxy.Upstream(f"http://127.0.0.1:{port}")
+            with pytest.raises(TimeoutError):
+                await upstream.exchange(b"POST / HTTP/1.1\r\ncontent-length: 0\r\n\r\n", head_only=False)
+            assert len(connections) == 1 and upstream.idle == delay_proxy.deque()
+        finally:
+            for writer in connections:
+                writer.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(main())

@@ -15,6 +15,7 @@ import pytest
 from green_agent.engine.config import BattleConfig, ConfigError, UserSimulatorConfig
 from green_agent.llm_retry import RetryBudget, retry_after_s
 from green_agent.provider_limits import ProviderLimiter, ProviderLimits
+from tests.green_agent.provider_support import Probe, settle
 
 
 def rate_limited(retry_after_s: float | None = None) -> openai.RateLimitError:
@@ -22,29 +23,6 @@ def rate_limited(retry_after_s: float | None = None) -> openai.RateLimitError:
     request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
     response = httpx.Response(429, headers=headers, request=request)
     return openai.RateLimitError("rate limited", response=cast(Any, response), body=None)
-
-
-class Probe:
-    """Calls that wait until released, recording how many run at once."""
-
-    def __init__(self) -> None:
-        self.running = 0
-        self.peak = 0
-        self.release = asyncio.Event()
-
-    async def call(self) -> str:
-        self.running += 1
-        self.peak = max(self.peak, self.running)
-        try:
-            await self.release.wait()
-            return "ok"
-        finally:
-            self.running -= 1
-
-
-async def settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
 
 
 @pytest.mark.asyncio(loop_scope="session")

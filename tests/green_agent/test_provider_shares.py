@@ -9,31 +9,9 @@ import asyncio
 
 from green_agent.engine.config import BattleConfig, UserSimulatorConfig
 from green_agent.provider_limits import ProviderLimiter, ProviderLimits
+from tests.green_agent.provider_support import Probe, settle
 
 LLM = UserSimulatorConfig(kind="llm", base_url="http://127.0.0.1:9/v1", model="m")
-
-
-class Gate:
-    """Calls that wait until released, recording how many run at once."""
-
-    def __init__(self) -> None:
-        self.running = 0
-        self.peak = 0
-        self.release = asyncio.Event()
-
-    async def call(self) -> str:
-        self.running += 1
-        self.peak = max(self.peak, self.running)
-        try:
-            await self.release.wait()
-            return "ok"
-        finally:
-            self.running -= 1
-
-
-async def settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
 
 
 def test_worker_shares_of_every_battle_sum_to_the_cap() -> None:
@@ -72,7 +50,7 @@ def test_a_pool_divides_the_cap_between_its_members() -> None:
 async def test_a_shrunk_share_lets_calls_in_flight_finish_and_starts_no_new_one_above_it() -> None:
     limits = ProviderLimits(max_concurrency=4)
     limiter = limits.limiter(None, "m")
-    gate = Gate()
+    gate = Probe()
     calls = [asyncio.create_task(limiter.run(gate.call)) for _ in range(8)]
     await settle()
     assert gate.running == 4
@@ -91,7 +69,7 @@ async def test_a_grown_share_serves_waiting_callers_at_once() -> None:
     limits = ProviderLimits(max_concurrency=4)
     limits.set_divisor(4)
     limiter = limits.limiter(None, "m")
-    gate = Gate()
+    gate = Probe()
     calls = [asyncio.create_task(limiter.run(gate.call)) for _ in range(6)]
     await settle()
     assert gate.running == 1
@@ -107,7 +85,7 @@ async def test_a_battles_own_cap_follows_the_share() -> None:
     limits = ProviderLimits(max_concurrency=8)
     battle = limits.for_user(BattleConfig(user_simulator=LLM, provider_max_concurrency=4))
     assert battle is not None and battle.allowed == 4
-    gate = Gate()
+    gate = Probe()
     calls = [asyncio.create_task(battle.run(gate.call)) for _ in range(6)]
     await settle()
     assert gate.running == 4
@@ -124,7 +102,7 @@ async def test_a_battles_own_cap_follows_the_share() -> None:
 
 async def test_a_cancelled_waiter_of_a_resized_limiter_leaks_no_slot() -> None:
     limiter = ProviderLimiter("p", max_concurrency=1)
-    gate = Gate()
+    gate = Probe()
     first = asyncio.create_task(limiter.run(gate.call))
     waiting = asyncio.create_task(limiter.run(gate.call))
     await settle()

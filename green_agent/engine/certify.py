@@ -141,11 +141,7 @@ class CertifyTracker:
         """The summary of a battle whose tasks stop at their first failure (pass^j from each task's leading passes,
         see :func:`~green_agent.statistics.certify_stop.first_failure_summary`); None for any other battle (the
         usual summary applies). ``trials``: task key -> outcomes in attempt order, of the ``finished`` attempts."""
-        if not self.stops_within_task:
-            return None
-        k = self._config.k
-        note = task_stop_record(by_attempt(finished), k).note
-        return first_failure_summary(trials, k, seed, note)
+        return _first_failure_summary(trials, finished, self._config.k, seed) if self.stops_within_task else None
 
 
 def stopped_summary(
@@ -154,11 +150,20 @@ def stopped_summary(
     """The summary of a battle with ``config`` whose tasks stopped at their first failure (a pass^k certify claim),
     as :meth:`CertifyTracker.summarize` makes it, for a reader that has the attempts but no tracker (``arena
     regrade``); None for any other battle (the usual summary applies)."""
+    return _first_failure_summary(trials, finished, config.k, config.seed) if stops_each_task(config) else None
+
+
+def stops_each_task(config: BattleConfig) -> bool:
+    """Whether a battle with ``config`` certifies a pass^k claim, so each task stopped at its first failure."""
     certify = config.certify
-    if certify is None or not stops_within_task(config.k, certify.j, certify.compare is not None):
-        return None
-    note = task_stop_record(by_attempt(finished), config.k).note
-    return first_failure_summary(trials, config.k, config.seed, note)
+    return certify is not None and stops_within_task(config.k, certify.j, certify.compare is not None)
+
+
+def _first_failure_summary(
+    trials: dict[str, list[bool | None]], finished: Sequence[AttemptResult], k: int, seed: int
+) -> TrialsSummary:
+    note = task_stop_record(by_attempt(finished), k).note
+    return first_failure_summary(trials, k, seed, note)
 
 
 def by_attempt(finished: Sequence[AttemptResult]) -> dict[str, dict[int, bool | None]]:
@@ -174,7 +179,7 @@ def per_attempt_refusal(result: BattleResult, side: str) -> str | None:
     certify battle stopped each task at its first failure, so the mean over the attempts run is biased and a stopped
     task would drop out of pass^j above its attempts. None for any other battle."""
     certify = result.config.certify
-    if certify is None or not stops_within_task(result.config.k, certify.j, certify.compare is not None):
+    if certify is None or not stops_each_task(result.config):
         return None
     return (
         f"{side} (battle {result.battle_id}) is a certify {certify.claim} battle that stopped each task at its first "

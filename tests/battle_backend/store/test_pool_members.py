@@ -118,3 +118,20 @@ async def test_members_of_pools_without_battles_are_bounded_across_pools(
     assert sum(counts) <= bound, counts
     assert counts[-1] == 1  # the latest caller is counted
     assert (await store.attempts.members(POOL, KEY, 90.0)).worker_ids == ["member"]
+
+
+async def test_members_of_one_pool_and_key_are_bounded(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of one (pool, key) are bounded too: beyond the bound the least recently seen go, the latest stay."""
+    bound = 8
+    for module in (sqlite_members, postgres_members):
+        monkeypatch.setattr(module, "MAX_MEMBERS_PER_POOL", bound)
+    clock = clock_of(store)
+    battle_id = await running_pool_battle(store)
+    await publish(store, battle_id, specs(1, 1))
+    for n in range(3 * bound):
+        if clock is not None:
+            clock.now += 0.01
+        await store.attempts.lease(POOL, KEY, f"w{n:02d}", limit=1, ttl_s=600.0)
+    found = await store.attempts.members(POOL, KEY, 3600.0)
+    assert found.count == bound
+    assert sorted(found.worker_ids) == [f"w{n:02d}" for n in range(2 * bound, 3 * bound)]

@@ -163,16 +163,18 @@ def test_urls_name_the_services_they_must_reach(objects: dict[tuple[str, str], d
 def test_every_green_agent_is_in_one_pool_on_the_backend_service(
     objects: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
-    pools = set()
+    pools, scenarios = set(), {}
     for name in ("arena-green", "arena-green-worker"):
         line = agent_argv(containers(of_kind(objects, *WORKLOADS)[name])[0])
         options = parse_command(line).options
         pools.add(options["pool"])
+        scenarios[name] = flag(line, "--scenario")
         service, _ = service_url(objects, options["pool_backend"])
         assert service["metadata"]["name"] == "arena-backend", name
         assert 1 <= int(options["pool_capacity"]) <= 4096
         assert [flag(line, option) for option in NAMED_OPTIONS]  # each given exactly once
     assert len(pools) == 1
+    assert len(set(scenarios.values())) == 1, f"members run only their operator's LLM user settings: {scenarios}"
 
 
 def test_the_pool_key_is_a_secret_file_mounted_where_the_flag_points(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,20 +33,14 @@ if str(_ROOT) not in sys.path:
 from green_agent.engine.tau.environment import AttemptEnvironment  # noqa: E402
 from green_agent.engine.tau.sandbox import SandboxFactory  # noqa: E402
 from green_agent.engine.tau.tasks import resolve_task  # noqa: E402
+from launcher.ports import free_port  # noqa: E402
 
 MIB = 2**20
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def idle_green_uss(warm_s: float) -> tuple[float, int]:
     """USS (MiB) of an idle arena-green's process tree after ``warm_s`` seconds of warm-up, and its process count."""
-    port = _free_port()
+    port = free_port()
     green = str(Path(sys.executable).with_name("arena-green"))
     with tempfile.TemporaryDirectory() as runs:
         process = subprocess.Popen(
@@ -71,7 +64,11 @@ def idle_green_uss(warm_s: float) -> tuple[float, int]:
             return sum(p.memory_full_info().uss for p in tree) / MIB, len(tree)
         finally:
             process.terminate()
-            process.wait(30)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 async def sandbox_uss(count: int) -> float:

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from green_agent.provider_limits import ProviderLimits
-from green_agent.service.attempt_lease_client import AttemptLeaseClient, PoolRefused
+from green_agent.service.attempt_lease_client import AttemptLeaseClient, LeaseBackendDown, PoolRefused
 from green_agent.service.outbox import RetryPolicy
 from green_agent.service.pool_presence import PoolPresence
-from green_agent.wire.attempt_leases import AttemptIn
+from green_agent.wire.attempt_leases import AttemptIn, MembersResponse
 from tests.green_agent.service.pool_support import pool_backend
 
 POOL, KEY = "pool-a", "the pool's shared secret"
@@ -84,3 +85,28 @@ async def test_a_wrong_pool_key_is_refused_and_the_share_stays(tmp_path: Path) -
         with pytest.raises(PoolRefused):
             await presence.refresh()
         assert limits.per_process == CAP and presence.members is None
+
+
+class GoneBackend:
+    """The member count once (two members), then a backend that cannot be reached."""
+
+    pool = POOL
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def members(self, *, window_s: float, deadline: float | None = None) -> MembersResponse:
+        self.calls += 1
+        if self.calls == 1:
+            return MembersResponse(pool=POOL, window_s=window_s, count=2, worker_ids=["w0", "w1"])
+        raise LeaseBackendDown("members", None, "connection refused")
+
+
+async def test_an_unreachable_backend_keeps_the_last_count_until_the_member_leaves() -> None:
+    backend, limits = GoneBackend(), ProviderLimits(max_concurrency=CAP)
+    async with PoolPresence(cast(AttemptLeaseClient, backend), limits, worker_id="w0", every_s=0.01) as presence:
+        async with asyncio.timeout(60):
+            while backend.calls < 3:  # answered once, then down twice
+                await asyncio.sleep(0.01)
+        assert (presence.members, limits.divisor, limits.per_process) == (2, 2, CAP // 2)  # not shrunk by an outage
+    assert (limits.divisor, limits.per_process) == (1, CAP)

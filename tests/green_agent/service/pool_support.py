@@ -20,6 +20,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from battle_backend.testing import FakeA2AAgent, FakeLauncher
+from green_agent.service.attempt_lease_client import AttemptLeaseClient
+from green_agent.wire.attempt_leases import AttemptOut
 from launcher.ports import free_port, loopback_url
 from launcher.processes import ProcessGroup, wait_until_ready
 from tests.support.servers import serve_app
@@ -69,6 +71,40 @@ class PoolBackend:
                 if starts and starts[0].get("battle_token"):
                     return battle_id, str(starts[0]["battle_token"])
                 await asyncio.sleep(0.05)
+
+    async def over(self, battle_id: str) -> dict[str, Any]:
+        """The battle as the backend shows it once no longer running (a result is delivered in the background; the
+        caller bounds the wait)."""
+        while True:
+            answer = await self.http.get(f"{self.url}/battles/{battle_id}")
+            shown: dict[str, Any] = answer.json()
+            if shown["state"] != "running":
+                return shown
+            await asyncio.sleep(0.1)
+
+
+async def stored_attempts(client: AttemptLeaseClient, battle_id: str, token: str) -> list[AttemptOut]:
+    """Every attempt the backend's queue holds for the battle, page by page (publish order)."""
+    out: list[AttemptOut] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = await client.read(battle_id, token=token, offset=offset, limit=100)
+        out.extend(page.attempts)
+        offset = page.next_offset
+    return out
+
+
+async def settled(
+    client: AttemptLeaseClient, battle_id: str, token: str, total: int, *, limit_s: float
+) -> list[AttemptOut]:
+    """The battle's stored attempts once ``total`` of them are done or failed (``limit_s`` turns a hang into a
+    failure)."""
+    async with asyncio.timeout(limit_s):
+        while True:
+            page = await client.read(battle_id, token=token, limit=1)
+            if page.counts.get("done", 0) + page.counts.get("failed", 0) == total:
+                return await stored_attempts(client, battle_id, token)
+            await asyncio.sleep(0.1)
 
 
 @contextlib.asynccontextmanager

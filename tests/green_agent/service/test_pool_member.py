@@ -28,9 +28,9 @@ from green_agent.service.attempt_lease_client import (
 )
 from green_agent.service.outbox import RetryPolicy
 from green_agent.service.pool_member import PoolMember
-from green_agent.wire.attempt_leases import AttemptIn, AttemptOut, HeartbeatResponse, LeaseOut
+from green_agent.wire.attempt_leases import AttemptIn, HeartbeatResponse, LeaseOut
 from tests.green_agent.service.pool_member_process import KEY_ENV
-from tests.green_agent.service.pool_support import REPO, PoolBackend, pool_backend
+from tests.green_agent.service.pool_support import REPO, PoolBackend, pool_backend, settled
 
 POOL, KEY = "pool-a", "the pool's shared secret"
 LIMIT_S = 120.0
@@ -48,25 +48,6 @@ def outcome(task_key: str, attempt: int) -> float:
 
 def _client(backend: PoolBackend, key: str = KEY, pool: str = POOL) -> AttemptLeaseClient:
     return AttemptLeaseClient(backend.url, pool, key, retry=FAST_RETRY, outage_s=30)
-
-
-async def _all(client: AttemptLeaseClient, battle_id: str, token: str) -> list[AttemptOut]:
-    out: list[AttemptOut] = []
-    offset: int | None = 0
-    while offset is not None:
-        page = await client.read(battle_id, token=token, offset=offset, limit=100)
-        out.extend(page.attempts)
-        offset = page.next_offset
-    return out
-
-
-async def _until_settled(client: AttemptLeaseClient, battle_id: str, token: str, total: int) -> list[AttemptOut]:
-    async with asyncio.timeout(LIMIT_S):
-        while True:
-            page = await client.read(battle_id, token=token, limit=1)
-            if page.counts.get("done", 0) + page.counts.get("failed", 0) == total:
-                return await _all(client, battle_id, token)
-            await asyncio.sleep(0.1)
 
 
 @contextlib.asynccontextmanager
@@ -118,7 +99,7 @@ async def test_three_members_drain_a_40_by_4_queue_recording_each_attempt_once(t
         ]
         try:
             async with _running(*members):
-                attempts = await _until_settled(owner, battle_id, token, 160)
+                attempts = await settled(owner, battle_id, token, 160, limit_s=LIMIT_S)
         finally:
             for client in clients:
                 await client.aclose()
@@ -163,7 +144,7 @@ async def test_a_member_stopped_mid_attempt_has_its_attempts_leased_again_and_fi
             assert cancelled == 3 and dying.holding == 0  # no orphan attempt left running
             other = PoolMember(other_client, "other", _fake_run({}, {}), capacity=2, ttl_s=30, wait_s=1)
             async with _running(other):
-                attempts = await _until_settled(owner, battle_id, token, 8)
+                attempts = await settled(owner, battle_id, token, 8, limit_s=LIMIT_S)
     taken = {(lease.task_key, lease.attempt) for lease in held}
     assert len(taken) == 3
     for a in attempts:
@@ -198,7 +179,7 @@ async def test_a_member_killed_with_sigkill_has_its_attempts_finished_by_another
         async with _client(backend) as other_client:
             other = PoolMember(other_client, "other", _fake_run({}, {}), capacity=2, ttl_s=30, wait_s=1)
             async with _running(other):
-                attempts = await _until_settled(owner, battle_id, token, 8)
+                attempts = await settled(owner, battle_id, token, 8, limit_s=LIMIT_S)
     assert len(taken) == 3
     for a in attempts:
         assert a.state == "done" and a.recorded_by == "other"
@@ -242,7 +223,7 @@ async def test_a_slow_attempt_is_kept_alive_by_heartbeats_well_past_its_ttl(tmp_
             worker = PoolMember(slow_client, "slow", slow, capacity=1, ttl_s=ttl_s, heartbeat_every_s=ttl_s / 6)
             watcher = PoolMember(other_client, "watcher", must_not_run, capacity=1, ttl_s=ttl_s, wait_s=0.5)
             async with _running(worker, watcher):
-                attempts = await _until_settled(owner, battle_id, token, 1)
+                attempts = await settled(owner, battle_id, token, 1, limit_s=LIMIT_S)
     assert enough.is_set() and other_runs == []
     (only,) = attempts
     assert only.generation == 1 and only.requeues == 0 and only.recorded_by == "slow"
@@ -306,7 +287,7 @@ async def test_infrastructure_errors_are_requeued_then_failed_with_their_history
         async with _client(backend) as client:
             member = PoolMember(client, "w", broken, capacity=2, ttl_s=30, wait_s=0.5)
             async with _running(member):
-                attempts = await _until_settled(owner, battle_id, token, 2)
+                attempts = await settled(owner, battle_id, token, 2, limit_s=LIMIT_S)
     assert {a.state for a in attempts} == {"failed"}
     for a in attempts:
         assert [h.outcome for h in a.history] == ["infra_error", "infra_error"]

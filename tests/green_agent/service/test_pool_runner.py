@@ -44,11 +44,11 @@ from green_agent.service.outbox import RetryPolicy
 from green_agent.service.pool_flags import MAX_POOL_KEY_BYTES, POOL_KEY_ENV
 from green_agent.service.pool_member import PoolMember
 from green_agent.service.pool_runner import PoolRunner, check_admissible
-from green_agent.wire.attempt_leases import AttemptIn, AttemptOut, LeaseOut
+from green_agent.wire.attempt_leases import AttemptIn, LeaseOut
 from green_agent.wire.pool_attempts import PooledAttempt, PooledBattle, PooledResult
 from launcher.ports import free_port, loopback_url
 from launcher.processes import stop_process, wait_until_ready
-from tests.green_agent.service.pool_support import PoolBackend, pool_backend
+from tests.green_agent.service.pool_support import PoolBackend, pool_backend, settled
 from tests.support.servers import serve_app_factory
 from white_agent.app import create_white_agent_app
 from white_agent.protocol import GreenTurn, format_action
@@ -117,25 +117,6 @@ def _client(backend: PoolBackend) -> AttemptLeaseClient:
     return AttemptLeaseClient(backend.url, POOL, KEY, retry=FAST_RETRY, outage_s=30)
 
 
-async def _all(client: AttemptLeaseClient, battle_id: str, token: str) -> list[AttemptOut]:
-    out: list[AttemptOut] = []
-    offset: int | None = 0
-    while offset is not None:
-        page = await client.read(battle_id, token=token, offset=offset, limit=20)
-        out.extend(page.attempts)
-        offset = page.next_offset
-    return out
-
-
-async def settled(client: AttemptLeaseClient, battle_id: str, token: str, total: int) -> list[AttemptOut]:
-    async with asyncio.timeout(LIMIT_S):
-        while True:
-            page = await client.read(battle_id, token=token, limit=1)
-            if page.counts.get("done", 0) + page.counts.get("failed", 0) == total:
-                return await _all(client, battle_id, token)
-            await asyncio.sleep(0.1)
-
-
 @contextlib.asynccontextmanager
 async def members(
     backend: PoolBackend,
@@ -199,7 +180,7 @@ async def test_two_members_drain_a_calibration_battle_with_the_outcomes_of_one_p
         async with members(
             backend, scoring, sandboxes, 2, runners, backend_url=backend.url, on_battle_seen=tell, idle_close_s=0.2
         ) as pool_members:
-            attempts = await settled(owner, battle_id, token, 8)
+            attempts = await settled(owner, battle_id, token, 8, limit_s=LIMIT_S)
             async with asyncio.timeout(LIMIT_S):  # idle battles' HTTP pools and trajectory folders are closed
                 while any(r.open_battles for r in runners):
                     await asyncio.sleep(0.05)
@@ -260,7 +241,7 @@ async def test_an_invalid_payload_is_an_infrastructure_error_requeued_then_faile
             max_requeues=1,
         )
         async with members(backend, scoring, sandboxes, 1) as pool_members:
-            attempts = await settled(owner, battle_id, token, 2)
+            attempts = await settled(owner, battle_id, token, 2, limit_s=LIMIT_S)
     assert [a.state for a in attempts] == ["failed", "failed"]
     for stored in attempts:
         assert stored.result is None
@@ -289,7 +270,7 @@ async def test_a_task_that_differs_on_the_member_is_a_recorded_harness_error(tmp
             attempts=[AttemptIn(task_key=_task_key(0), attempt=1, payload=payload.payload())],
         )
         async with members(backend, scoring, sandboxes, 1):
-            (stored,) = await settled(owner, battle_id, token, 1)
+            (stored,) = await settled(owner, battle_id, token, 1, limit_s=LIMIT_S)
     assert stored.state == "done" and stored.result is not None  # a result, as a local worker's: not requeued
     result = PooledResult.model_validate(stored.result).result
     assert result.outcome == "infra_error" and result.failure is not None
@@ -308,7 +289,7 @@ async def test_a_trajectory_too_large_for_one_request_is_dropped_with_the_flag(t
     ):
         battle_id, token, _battle = await published(owner, backend, white_url, cfg, k=1)
         async with members(backend, scoring, sandboxes, 1) as pool_members:
-            attempts = await settled(owner, battle_id, token, 1)
+            attempts = await settled(owner, battle_id, token, 1, limit_s=LIMIT_S)
     assert [a.state for a in attempts] == ["done"], attempts[0].error
     assert attempts[0].result is not None
     pooled = PooledResult.model_validate(attempts[0].result)
@@ -392,7 +373,7 @@ async def test_arena_green_with_pool_flags_leases_records_and_stops_cleanly(tmp_
         try:
             await wait_until_ready(green, loopback_url(port) + "/health", timeout_s=120)
             battle_id, token, _battle = await published(owner, backend, white_url, cfg, k=1)
-            attempts = await settled(owner, battle_id, token, 1)
+            attempts = await settled(owner, battle_id, token, 1, limit_s=LIMIT_S)
         finally:
             code = await stop_process(green, grace_s=30)
     assert [(a.state, a.recorded_by) for a in attempts] == [("done", "green-proc")]

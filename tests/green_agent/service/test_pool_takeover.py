@@ -91,11 +91,7 @@ async def test_a_member_takes_over_a_silent_owners_battle_and_posts_its_result(t
                 result = await record.task
                 reporter = record.reporter
                 assert reporter is not None
-                while True:  # the result is delivered in the background
-                    answer = await backend.http.get(f"{backend.url}/battles/{battle_id}")
-                    if answer.json()["state"] != "running":
-                        break
-                    await asyncio.sleep(0.1)
+                posted = await backend.over(battle_id)  # the result is delivered in the background
         finally:
             watching.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -109,7 +105,6 @@ async def test_a_member_takes_over_a_silent_owners_battle_and_posts_its_result(t
     trials = {f"retail/test/{i}": [reward(i, a) == 1.0 for a in (1, 2)] for i in range(6)}
     assert result.status == "completed" and result.infrastructure_errors == 0
     assert result.summary == summarize_trials(trials, k_max=2, seed=cfg.seed)
-    posted = answer.json()
     assert posted["state"] == "finished", posted.get("error")
     detail = posted["result"]["detail"]
     assert len(detail["attempts"]) == 12
@@ -192,11 +187,7 @@ async def test_a_taken_over_battle_posts_its_winner_under_the_white_agents_name(
                 record = registry.get(battle_id)
                 assert record is not None and record.task is not None
                 result = await record.task
-                while True:  # the result is delivered in the background
-                    answer = await backend.http.get(f"{backend.url}/battles/{battle_id}")
-                    if answer.json()["state"] != "running":
-                        break
-                    await asyncio.sleep(0.1)
+                posted = await backend.over(battle_id)  # the result is delivered in the background
         finally:
             watching.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -205,6 +196,5 @@ async def test_a_taken_over_battle_posts_its_winner_under_the_white_agents_name(
     assert takeover.taken == [battle_id]
     assert result.status == "completed" and len(result.attempts) == 4
     assert all(a.outcome == "success" for a in result.attempts)
-    posted = answer.json()
     assert posted["state"] == "finished", posted.get("error")
     assert posted["result"]["winner"] == name  # not the default "white_agent"

@@ -258,10 +258,12 @@ async def _trials_of(
     memory, else its summary.json on disk) or by its run directory inside the runs directory."""
     if not isinstance(value, str):
         return value
-    return _trials_from(await _finished_result(registry, value, name))
+    return _trials_from(await _finished_result(registry, value, name), name)
 
 
-def _trials_from(result: BattleResult) -> dict[str, list[bool | None]]:
+def _trials_from(result: BattleResult, name: str) -> dict[str, list[bool | None]]:
+    if refusal := per_attempt_refusal(result, name):  # a pass^k certify battle: its attempts cannot be paired
+        raise ToolError(refusal)
     trials: dict[str, list[bool | None]] = {}
     for attempt in sorted(result.attempts, key=lambda a: (a.task_key, a.attempt)):
         trials.setdefault(attempt.task_key, []).append(attempt.trial_outcome)
@@ -480,9 +482,7 @@ def build_control_server(
             trials_a, trials_b = await _trials_of(battles, a, "a"), await _trials_of(battles, b, "b")
         else:
             result_a, result_b = await _finished_result(battles, a, "a"), await _finished_result(battles, b, "b")
-            if refusal := per_attempt_refusal(result_a, "a") or per_attempt_refusal(result_b, "b"):
-                raise ToolError(refusal)
-            trials_a, trials_b = _trials_from(result_a), _trials_from(result_b)
+            trials_a, trials_b = _trials_from(result_a, "a"), _trials_from(result_b, "b")
             differences = incomparabilities(
                 result_a.fingerprint, result_b.fingerprint, trials_a.keys() & trials_b.keys()
             )

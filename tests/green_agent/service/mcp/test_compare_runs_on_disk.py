@@ -154,6 +154,7 @@ async def test_a_battle_whose_tasks_stopped_at_their_first_failure_is_refused(
     stopped = make_result(stopped_id, {key: ["success", "failure"] for key in CANDIDATE})
     config = stopped.config.model_copy(update={"certify": CertifyConfig.model_validate("pass^4>=0.8")})
     write_run(green.runs_dir, stopped.model_copy(update={"config": config}))
-    for a, b in ((stopped_id, base), (cand, stopped_id)):
+    trials = trials_of_outcomes(BASELINE)  # given directly, the other side is read from disk all the same
+    for a, b in ((stopped_id, base), (cand, stopped_id), (stopped_id, trials), (trials, stopped_id)):
         text = error_text(await _compare(green, a, b))
         assert "stopped each task at its first failure" in text and stopped_id in text, text

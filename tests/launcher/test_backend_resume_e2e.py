@@ -20,6 +20,7 @@ from typing import Any
 
 import psutil
 import pytest
+from launcher_test_helpers import attempts_on_disk, ours
 
 from tests.support.backend_process import restartable_backend
 
@@ -43,25 +44,6 @@ async def _run_to_end(argv: list[str]) -> tuple[int, str]:
     )
     output, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
     return int(proc.returncode or 0), output.decode("utf-8", "replace")
-
-
-def _ours(runs: Path) -> list[psutil.Process]:
-    """Processes with our runs directory on their command line (the agents a run started)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(str(runs) in part for part in (proc.info["cmdline"] or [])):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
-def _attempts_on_disk(run_dir: Path) -> int:
-    try:
-        return (run_dir / "attempts.jsonl").read_bytes().count(b"\n")
-    except OSError:
-        return 0
 
 
 async def _wait_for(condition: Any, timeout: float, what: str) -> None:
@@ -114,7 +96,7 @@ def _outcome_view(summary: dict[str, Any]) -> dict[str, Any]:
 
 def _green_agent(runs: Path) -> psutil.Process:
     """The green agent itself (behind its launcher), not its launcher, scoring workers or sandboxes."""
-    greens = [p for p in _ours(runs) if p.cmdline()[1:3] == ["-m", "green_agent"]]
+    greens: list[psutil.Process] = [p for p in ours(runs) if p.cmdline()[1:3] == ["-m", "green_agent"]]
     assert len(greens) == 1, greens
     return greens[0]
 
@@ -155,7 +137,7 @@ async def test_resume_after_kill_9_with_backend_posts_the_one_result_of_an_unint
             await _wait_for(lambda: _backend_battles(runs), 300, "the battle on the backend")
             (battle_id,) = _backend_battles(runs)
             run_dir = runs / battle_id
-            await _wait_for(lambda: _attempts_on_disk(run_dir) >= KILL_AFTER, 300, f"{KILL_AFTER} attempts")
+            await _wait_for(lambda: attempts_on_disk(run_dir) >= KILL_AFTER, 300, f"{KILL_AFTER} attempts")
             if victim == "arena":
                 os.killpg(arena.pid, signal.SIGKILL)
                 await asyncio.wait_for(arena.wait(), timeout=60)
@@ -165,12 +147,12 @@ async def test_resume_after_kill_9_with_backend_posts_the_one_result_of_an_unint
                 await asyncio.wait_for(reader, timeout=30)
                 hint = f"resume with: arena run {DEMO} --resume --backend {backend.url} --battle-id {battle_id}"
                 assert any(hint in line for line in lines), "".join(lines)
-            await _wait_for(lambda: not _ours(runs), 120, "the run's agents to exit")
+            await _wait_for(lambda: not ours(runs), 120, "the run's agents to exit")
         finally:
             if arena.returncode is None:
                 os.killpg(arena.pid, signal.SIGKILL)
                 await arena.wait()
-            for child in _ours(runs):
+            for child in ours(runs):
                 child.kill()
             await asyncio.wait_for(reader, timeout=30)
         cut = await backend.battle(battle_id)

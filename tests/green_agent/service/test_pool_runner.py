@@ -74,6 +74,22 @@ async def serving(agent: ReplayAgent) -> AsyncIterator[str]:
         yield url
 
 
+@contextlib.asynccontextmanager
+async def world(
+    tmp_path: Path, agent: ReplayAgent
+) -> AsyncIterator[tuple[PoolBackend, AttemptLeaseClient, ScoringPool, SandboxFactory, str]]:
+    """A backend process, the owner's lease client, one scoring process, a sandbox factory and ``agent`` served:
+    (backend, owner, scoring, sandboxes, white agent URL)."""
+    async with (
+        pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend,
+        _client(backend) as owner,
+        ScoringPool(max_workers=1) as scoring,
+        SandboxFactory() as sandboxes,
+        serving(agent) as white_url,
+    ):
+        yield backend, owner, scoring, sandboxes, white_url
+
+
 def calibration(tasks: int, k: int, **extra: Any) -> BattleConfig:
     fields = {"domain": "retail", "split": "test", "task_index": list(range(tasks)), "k": k, "calibration": True}
     return BattleConfig.model_validate({**fields, "concurrency": 8, **extra})
@@ -164,13 +180,7 @@ def _verdict(result: AttemptResult) -> tuple[Any, ...]:
 async def test_two_members_drain_a_calibration_battle_with_the_outcomes_of_one_process(tmp_path: Path) -> None:
     cfg = calibration(tasks=4, k=2)
     seen: list[tuple[str, str]] = []
-    async with (
-        pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend,
-        _client(backend) as owner,
-        ScoringPool(max_workers=1) as scoring,
-        SandboxFactory() as sandboxes,
-        serving(ReplayAgent()) as white_url,
-    ):
+    async with world(tmp_path, ReplayAgent()) as (backend, owner, scoring, sandboxes, white_url):
         battle_id, token, _battle = await published(owner, backend, white_url, cfg)
 
         def tell(battle: PooledBattle, url: str) -> None:
@@ -219,13 +229,7 @@ async def test_two_members_drain_a_calibration_battle_with_the_outcomes_of_one_p
 
 async def test_an_invalid_payload_is_an_infrastructure_error_requeued_then_failed(tmp_path: Path) -> None:
     cfg = calibration(tasks=1, k=2)
-    async with (
-        pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend,
-        _client(backend) as owner,
-        ScoringPool(max_workers=1) as scoring,
-        SandboxFactory() as sandboxes,
-        serving(ReplayAgent()) as white_url,
-    ):
+    async with world(tmp_path, ReplayAgent()) as (backend, owner, scoring, sandboxes, white_url):
         battle_id, token = await backend.battle()
         other = PooledBattle(battle_id="another-battle", white_agent_url=white_url, config=cfg)
         ref = await asyncio.to_thread(resolve_task, "retail", "test", 0)
@@ -253,13 +257,7 @@ async def test_an_invalid_payload_is_an_infrastructure_error_requeued_then_faile
 
 async def test_a_task_that_differs_on_the_member_is_a_recorded_harness_error(tmp_path: Path) -> None:
     cfg = calibration(tasks=1, k=2)
-    async with (
-        pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend,
-        _client(backend) as owner,
-        ScoringPool(max_workers=1) as scoring,
-        SandboxFactory() as sandboxes,
-        serving(ReplayAgent()) as white_url,
-    ):
+    async with world(tmp_path, ReplayAgent()) as (backend, owner, scoring, sandboxes, white_url):
         battle_id, token = await backend.battle()
         battle = PooledBattle(battle_id=battle_id, white_agent_url=white_url, config=cfg)
         payload = PooledAttempt(battle=battle, domain="retail", split="test", index=0, task_id="not-task-0", attempt=1)
@@ -280,13 +278,7 @@ async def test_a_task_that_differs_on_the_member_is_a_recorded_harness_error(tmp
 
 async def test_a_trajectory_too_large_for_one_request_is_dropped_with_the_flag(tmp_path: Path) -> None:
     cfg = calibration(tasks=1, k=2, max_steps=5, calibration=False)
-    async with (
-        pool_backend(tmp_path, str(tmp_path / "backend.sqlite3")) as backend,
-        _client(backend) as owner,
-        ScoringPool(max_workers=1) as scoring,
-        SandboxFactory() as sandboxes,
-        serving(BigTalker()) as white_url,
-    ):
+    async with world(tmp_path, BigTalker()) as (backend, owner, scoring, sandboxes, white_url):
         battle_id, token, _battle = await published(owner, backend, white_url, cfg, k=1)
         async with members(backend, scoring, sandboxes, 1) as pool_members:
             attempts = await settled(owner, battle_id, token, 1, limit_s=LIMIT_S)

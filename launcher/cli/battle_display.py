@@ -128,6 +128,8 @@ class BattleDisplay:
         self.failed = 0
         self.infra = 0
         self.total: int | None = None
+        self._k: int | None = None
+        self._tasks: frozenset[str] = frozenset()
         self.skipped: dict[str, int] = {}
         """Per task, the attempts a pass^k certify battle skipped at its first failure (never to finish: the bar's
         total leaves them out)."""
@@ -175,6 +177,7 @@ class BattleDisplay:
         typed = read_event(event)
         if isinstance(typed, BattleStarted):
             self.total = typed.attempts_total
+            self._k, self._tasks = typed.k, frozenset(typed.tasks)
             carried = max(typed.resumed_attempts, 0)
             started: dict[str, Any] = {"eta_baseline": carried, "completed": carried}
             if self._progress is not None:
@@ -192,7 +195,10 @@ class BattleDisplay:
             done = typed.done if typed.done is not None else self.ok + self.failed + self.infra
             self._update(completed=done, total=self._left_total())
         elif isinstance(typed, AttemptsSkipped):
-            self.skipped[typed.task_key] = len(set(typed.attempts))
+            # Events are the green agent's (possibly relayed by a backend): only the battle's tasks and attempts 1..k
+            # count, so a malformed skip can neither grow this map nor shrink the total past what it can skip.
+            if not self._tasks or typed.task_key in self._tasks:
+                self.skipped[typed.task_key] = len({a for a in typed.attempts if 1 <= a <= (self._k or a)})
             self._update(total=self._left_total())
         elif isinstance(typed, BattleFinished) or event.get("type") == "battle_finished":
             # The text is the whole markdown summary (or its first line, through a backend): printed raw it would

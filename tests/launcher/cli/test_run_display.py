@@ -117,6 +117,22 @@ def test_attempts_certify_skipped_leave_the_total_so_the_bar_reaches_it() -> Non
     assert "5/5" in final_bar([*events, *done, (140.0, skipped)], 140.0)  # a repeated skip is not counted twice
 
 
+def test_a_skip_outside_the_battles_tasks_or_attempts_does_not_shrink_the_total() -> None:
+    """Only the battle's own tasks and attempts 1..k leave the total: a malformed or hostile ``attempts_skipped``
+    (another task, attempt numbers past k, a flood of keys) changes nothing else."""
+    started = {"type": "battle_started", "battle_id": "b1", "attempts_total": 8, "k": 4, "tasks": ["t/a", "t/b"]}
+    events: list[tuple[float, dict[str, object]]] = [
+        (100.0, started),
+        (110.0, {"type": "attempt_finished", "outcome": "failure", "done": 1, "total": 8}),
+        (110.0, {"type": "attempts_skipped", "task_key": "t/a", "failed_attempt": 1, "attempts": [2, 3, 4, 9, 99]}),
+        *[
+            (111.0, {"type": "attempts_skipped", "task_key": f"t/x{i}", "failed_attempt": 1, "attempts": [2, 3, 4]})
+            for i in range(5)
+        ],
+    ]
+    assert "1/5" in final_bar(events, 120.0)
+
+
 # --------------------------------------------------------------------------------------------- summary, once
 
 

@@ -19,13 +19,12 @@ from typing import Final
 from pydantic import TypeAdapter
 
 from green_agent.service.pool_member import MAX_CAPACITY
-from green_agent.service.pool_settings import PoolSettings
+from green_agent.service.pool_settings import DEFAULT_CAPACITY, PoolSettings
 from green_agent.wire.attempt_leases import MAX_ID_CHARS, Name
 
 POOL_KEY_ENV: Final = "ARENA_POOL_KEY"
 """Environment variable holding the pool key (``--pool-key-file`` wins)."""
 MAX_POOL_KEY_BYTES = 4096
-DEFAULT_CAPACITY = 16
 
 
 _NAME: TypeAdapter[str] = TypeAdapter(Name)

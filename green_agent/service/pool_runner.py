@@ -57,6 +57,7 @@ from green_agent.engine.tau.sandbox import SandboxFactory
 from green_agent.engine.tau.tasks import TaskRef, resolve_task
 from green_agent.engine.tau.users import make_user, user_api_key
 from green_agent.provider_limits import ProviderLimits
+from green_agent.service.pool_settings import DEFAULT_CAPACITY
 from green_agent.text_safety import clean_json
 from green_agent.wire.attempt_leases import LeaseOut
 from green_agent.wire.pool_attempts import (
@@ -106,7 +107,7 @@ class PoolRunner:
         providers: ProviderLimits,
         operator_config: BattleConfig | None = None,
         sandboxes: SandboxFactory | None = None,
-        capacity: int = 16,
+        capacity: int = DEFAULT_CAPACITY,
         backend_url: str = "",
         on_battle_seen: BattleSeen | None = None,
         idle_close_s: float = DEFAULT_IDLE_CLOSE_S,

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_CAPACITY = 16
+"""Attempts a member runs at once unless ``--pool-capacity`` says otherwise."""
+
 
 @dataclass(frozen=True)
 class PoolSettings:
@@ -22,7 +25,7 @@ class PoolSettings:
     """The pool key (``--pool-key-file`` / ``ARENA_POOL_KEY``): never logged, never in ``repr``."""
     worker_id: str
     """This green agent's worker id in the pool (``--pool-worker-id``, default hostname-pid)."""
-    capacity: int = 16
+    capacity: int = DEFAULT_CAPACITY
     """Attempts this member runs at once (``--pool-capacity``)."""
 
     def __repr__(self) -> str:  # the key never appears in a log line or a traceback
